@@ -1,0 +1,237 @@
+package definition
+
+// CONTRACT FILE — the exported surface other packages code against.
+// The engine implementation replaces the bodies marked TODO(engine); the
+// signatures and result types here are fixed unless changed for everyone.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Names on the wire shared by the pod-grouper, the plugin and the CLI
+// (shared/DESIGN.md section 4). Change a key here and in the design together.
+const (
+	// LabelPodGroup on a pod names the scheduler-plugins PodGroup it belongs to.
+	LabelPodGroup = "scheduling.x-k8s.io/pod-group"
+	// AnnotationGang on a pod ("none") says it is scheduled alone; on a
+	// workload ("off") it opts the workload out of gang scheduling.
+	AnnotationGang = "muster.io/gang"
+	// AnnotationGangReason on a pod says why it is scheduled alone.
+	AnnotationGangReason = "muster.io/gang-reason"
+	// AnnotationMinMember on a workload overrides the definition's min-member.
+	AnnotationMinMember = "muster.io/min-member"
+	// AnnotationTopologyRequired / Preferred on a workload or PodGroup name a
+	// node label key whose domain all members share.
+	AnnotationTopologyRequired  = "muster.io/topology-required"
+	AnnotationTopologyPreferred = "muster.io/topology-preferred"
+	// PodGroup labels naming where a gang comes from.
+	LabelWorkloadKind = "muster.io/workload-kind"
+	LabelWorkloadName = "muster.io/workload-name"
+	LabelDefinition   = "muster.io/definition"
+
+	GangNone = "none"
+	GangOff  = "off"
+)
+
+// DefaultGPUResourceNames are the extended resources counted as GPUs unless
+// configured otherwise.
+var DefaultGPUResourceNames = []corev1.ResourceName{"nvidia.com/gpu", "amd.com/gpu"}
+
+// Options tune compilation and evaluation.
+type Options struct {
+	// Timeout bounds one evaluation of one expression (default 100ms).
+	Timeout time.Duration
+	// MaxResults caps the values one expression may yield (default 10000).
+	MaxResults int
+	// GPUResourceNames are counted as GPUs (default DefaultGPUResourceNames).
+	GPUResourceNames []corev1.ResourceName
+}
+
+// Errors callers branch on.
+var (
+	// ErrNoComponent: the pod matches no component of the definition.
+	ErrNoComponent = errors.New("pod matches no component of the definition")
+	// ErrNotWritable: a path of the definition cannot be written.
+	ErrNotWritable = errors.New("path cannot be written")
+)
+
+// Workload is what a definition finds in one root object.
+type Workload struct {
+	// Components in definition order, root first.
+	Components []Component
+}
+
+// Component is one component with the instances found in the object.
+type Component struct {
+	Name   string
+	Parent string // "" for the root
+	// Kind is nil for logical groupings.
+	Kind *schema.GroupVersionKind
+	// HasPods is true when the component has a specDefinition.
+	HasPods   bool
+	Instances []Instance
+}
+
+// Instance is one instance of a component (one entry of an array or map
+// when the component has instanceIdPath, else the only one with ID "").
+type Instance struct {
+	ID string
+	// Template is the pod template of the instance (nil without spec).
+	Template *corev1.PodTemplateSpec
+	// Replicas, MinReplicas, MaxReplicas as the definition's paths give them,
+	// per instance of the parent. Replicas is 1 when there is no path.
+	Replicas    int32
+	MinReplicas *int32
+	MaxReplicas *int32
+	// Pods is the number of pods this instance stands for in the whole
+	// workload: Replicas times the replicas of its ancestor instances.
+	// MinPods is the same with MinReplicas where set.
+	Pods    int64
+	MinPods int64
+}
+
+// Status is the root object's status in the shared vocabulary.
+type Status struct {
+	Phase      string
+	Conditions []Condition
+	// Statuses matched, in the order of the vocabulary; [Undefined] when none.
+	Statuses []ResourceStatus
+}
+
+// Condition is one condition read through conditionsDefinition.
+type Condition struct {
+	Type, Status, Reason, Message string
+}
+
+// PodMatch says where a pod belongs in the workload.
+type PodMatch struct {
+	Component string
+	Instance  string // "" for single-instance components
+	Replica   string // replicaSelector's value, "" without one
+}
+
+// Gang is the gang instance a pod belongs to.
+type Gang struct {
+	// Definition is the gang definition's name (podGroups[].name or podGroup.name).
+	Definition string
+	// Keys are the values of the groupByKeyPaths, in order; empty for a
+	// whole-workload gang. Definition+Keys identify the gang instance.
+	Keys []string
+	// MinMember is the number of pods that must be placed together.
+	MinMember int32
+	// MinResources is the sum of the requests of MinMember pods.
+	MinResources corev1.ResourceList
+	// Members are the member component names.
+	Members []string
+	// TopologyRequired / TopologyPreferred are node label keys ("" when unset).
+	TopologyRequired  string
+	TopologyPreferred string
+	// Overridden tells which workload annotation changed MinMember, if any.
+	Overridden bool
+}
+
+// GangPlan is what a gang definition yields on a root object alone, without
+// pods: how many gang instances and how big each is. The CLI shows it offline.
+type GangPlan struct {
+	Definition        string
+	Members           []string
+	Instances         int
+	MinMember         int32 // per instance
+	MinResources      corev1.ResourceList
+	TopologyRequired  string
+	TopologyPreferred string
+}
+
+// TemplatePatch is what write-back sets on every pod template of a workload.
+type TemplatePatch struct {
+	SchedulerName string
+	Labels        map[string]string
+	Annotations   map[string]string
+}
+
+// Compiled is a validated definition with every expression compiled. It is
+// safe for concurrent use.
+type Compiled struct {
+	karta *Karta
+	opts  Options
+	// TODO(engine): compiled expressions.
+}
+
+var errNotImplemented = errors.New("not implemented yet")
+
+// Compile validates k and compiles every expression once. The error, when
+// validation fails, is a *ValidationError listing every problem.
+func Compile(k *Karta, opts Options) (*Compiled, error) { return nil, errNotImplemented } // TODO(engine)
+
+// Definition returns the definition compiled.
+func (c *Compiled) Definition() *Karta { return c.karta }
+
+// RootGVK is the root component's kind.
+func (c *Compiled) RootGVK() schema.GroupVersionKind { return schema.GroupVersionKind{} } // TODO(engine)
+
+// Extract reads components, instances, templates and replicas from obj.
+func (c *Compiled) Extract(ctx context.Context, obj *unstructured.Unstructured) (*Workload, error) {
+	return nil, errNotImplemented // TODO(engine)
+}
+
+// Status maps obj's status to the shared vocabulary.
+func (c *Compiled) Status(ctx context.Context, obj *unstructured.Unstructured) (*Status, error) {
+	return nil, errNotImplemented // TODO(engine)
+}
+
+// MatchPod says which component, instance and replica pod belongs to.
+// It returns ErrNoComponent when none matches.
+func (c *Compiled) MatchPod(ctx context.Context, pod *corev1.Pod) (*PodMatch, error) {
+	return nil, errNotImplemented // TODO(engine)
+}
+
+// GangForPod returns the gang instance pod belongs to in workload root, with
+// min-member and min-resources and the workload's annotation overrides
+// applied. It returns (nil, nil) when the pod is in no gang: the definition
+// has no gang instruction, the workload opted out, or the pod is not a member.
+func (c *Compiled) GangForPod(ctx context.Context, root *unstructured.Unstructured, pod *corev1.Pod) (*Gang, error) {
+	return nil, errNotImplemented // TODO(engine)
+}
+
+// GangPlans returns what each gang definition yields on root, without pods.
+func (c *Compiled) GangPlans(ctx context.Context, root *unstructured.Unstructured) ([]GangPlan, error) {
+	return nil, errNotImplemented // TODO(engine)
+}
+
+// ApplyTemplatePatch returns a copy of obj with p written into every pod
+// template through the definition's paths. Nothing is written when any
+// template cannot be written (the error wraps ErrNotWritable).
+func (c *Compiled) ApplyTemplatePatch(ctx context.Context, obj *unstructured.Unstructured, p TemplatePatch) (*unstructured.Unstructured, error) {
+	return nil, errNotImplemented // TODO(engine)
+}
+
+// PodRequests is the effective request of a pod spec for every resource: the
+// larger of the largest init container and the sum of the containers plus
+// restartable sidecars, plus overhead; a container's limit stands in for a
+// request it does not set.
+func PodRequests(spec *corev1.PodSpec) corev1.ResourceList { return nil } // TODO(engine)
+
+// GPUs sums the quantities of the GPU resources in rl.
+func GPUs(rl corev1.ResourceList, names []corev1.ResourceName) int64 { return 0 } // TODO(engine)
+
+// Decode reads one definition (YAML or JSON) strictly: unknown fields,
+// a wrong apiVersion or kind are errors that name them.
+func Decode(data []byte) (*Karta, error) { return nil, errNotImplemented } // TODO(engine)
+
+// DecodeAll reads every document of a multi-document YAML stream.
+func DecodeAll(data []byte) ([]*Karta, error) { return nil, errNotImplemented } // TODO(engine)
+
+// Validate checks k and returns every problem with its field path.
+// ValidationError wraps the list for callers that need one error.
+type ValidationError struct {
+	Definition string
+	Errs       []error // each a *field.Error
+}
+
+func (e *ValidationError) Error() string { return "invalid definition " + e.Definition } // TODO(engine)
