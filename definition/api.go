@@ -1,16 +1,11 @@
 package definition
 
-// CONTRACT FILE — the exported surface other packages code against.
-// The engine implementation replaces the bodies marked TODO(engine); the
-// signatures and result types here are fixed unless changed for everyone.
-
 import (
-	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -156,82 +151,36 @@ type TemplatePatch struct {
 }
 
 // Compiled is a validated definition with every expression compiled. It is
-// safe for concurrent use.
+// safe for concurrent use: compiled expressions are only run, never changed,
+// and the per-object cache is guarded by a mutex.
 type Compiled struct {
 	karta *Karta
 	opts  Options
-	// TODO(engine): compiled expressions.
+
+	name    string
+	rootGVK schema.GroupVersionKind
+	// comps are the components in definition order, root first; order lists
+	// their indexes parents first.
+	comps []*component
+	order []int
+	// typeSelectors is true when any component has a componentTypeSelector.
+	typeSelectors bool
+	// podComps lists the components with pods.
+	podComps []int
+
+	status *statusDef
+	gangs  []*gangDef
+
+	// parsePerCall makes every evaluation parse and compile its expression
+	// again; only the benchmark sets it, to show what compiling once saves.
+	parsePerCall bool
+
+	cache   planCache
+	lastPod atomic.Pointer[podMemo]
 }
-
-var errNotImplemented = errors.New("not implemented yet")
-
-// Compile validates k and compiles every expression once. The error, when
-// validation fails, is a *ValidationError listing every problem.
-func Compile(k *Karta, opts Options) (*Compiled, error) { return nil, errNotImplemented } // TODO(engine)
 
 // Definition returns the definition compiled.
 func (c *Compiled) Definition() *Karta { return c.karta }
 
 // RootGVK is the root component's kind.
-func (c *Compiled) RootGVK() schema.GroupVersionKind { return schema.GroupVersionKind{} } // TODO(engine)
-
-// Extract reads components, instances, templates and replicas from obj.
-func (c *Compiled) Extract(ctx context.Context, obj *unstructured.Unstructured) (*Workload, error) {
-	return nil, errNotImplemented // TODO(engine)
-}
-
-// Status maps obj's status to the shared vocabulary.
-func (c *Compiled) Status(ctx context.Context, obj *unstructured.Unstructured) (*Status, error) {
-	return nil, errNotImplemented // TODO(engine)
-}
-
-// MatchPod says which component, instance and replica pod belongs to.
-// It returns ErrNoComponent when none matches.
-func (c *Compiled) MatchPod(ctx context.Context, pod *corev1.Pod) (*PodMatch, error) {
-	return nil, errNotImplemented // TODO(engine)
-}
-
-// GangForPod returns the gang instance pod belongs to in workload root, with
-// min-member and min-resources and the workload's annotation overrides
-// applied. It returns (nil, nil) when the pod is in no gang: the definition
-// has no gang instruction, the workload opted out, or the pod is not a member.
-func (c *Compiled) GangForPod(ctx context.Context, root *unstructured.Unstructured, pod *corev1.Pod) (*Gang, error) {
-	return nil, errNotImplemented // TODO(engine)
-}
-
-// GangPlans returns what each gang definition yields on root, without pods.
-func (c *Compiled) GangPlans(ctx context.Context, root *unstructured.Unstructured) ([]GangPlan, error) {
-	return nil, errNotImplemented // TODO(engine)
-}
-
-// ApplyTemplatePatch returns a copy of obj with p written into every pod
-// template through the definition's paths. Nothing is written when any
-// template cannot be written (the error wraps ErrNotWritable).
-func (c *Compiled) ApplyTemplatePatch(ctx context.Context, obj *unstructured.Unstructured, p TemplatePatch) (*unstructured.Unstructured, error) {
-	return nil, errNotImplemented // TODO(engine)
-}
-
-// PodRequests is the effective request of a pod spec for every resource: the
-// larger of the largest init container and the sum of the containers plus
-// restartable sidecars, plus overhead; a container's limit stands in for a
-// request it does not set.
-func PodRequests(spec *corev1.PodSpec) corev1.ResourceList { return nil } // TODO(engine)
-
-// GPUs sums the quantities of the GPU resources in rl.
-func GPUs(rl corev1.ResourceList, names []corev1.ResourceName) int64 { return 0 } // TODO(engine)
-
-// Decode reads one definition (YAML or JSON) strictly: unknown fields,
-// a wrong apiVersion or kind are errors that name them.
-func Decode(data []byte) (*Karta, error) { return nil, errNotImplemented } // TODO(engine)
-
-// DecodeAll reads every document of a multi-document YAML stream.
-func DecodeAll(data []byte) ([]*Karta, error) { return nil, errNotImplemented } // TODO(engine)
-
-// Validate checks k and returns every problem with its field path.
-// ValidationError wraps the list for callers that need one error.
-type ValidationError struct {
-	Definition string
-	Errs       []error // each a *field.Error
-}
-
-func (e *ValidationError) Error() string { return "invalid definition " + e.Definition } // TODO(engine)
+func (c *Compiled) RootGVK() schema.GroupVersionKind { return c.rootGVK }

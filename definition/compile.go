@@ -1,0 +1,211 @@
+package definition
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/itchyny/gojq"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Defaults of Options.
+const (
+	DefaultTimeout    = 100 * time.Millisecond
+	DefaultMaxResults = 10000
+)
+
+func (o Options) withDefaults() Options {
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.MaxResults <= 0 {
+		o.MaxResults = DefaultMaxResults
+	}
+	if len(o.GPUResourceNames) == 0 {
+		o.GPUResourceNames = DefaultGPUResourceNames
+	}
+	return o
+}
+
+// component is one compiled component.
+type component struct {
+	def      *ComponentDefinition
+	name     string
+	fp       *field.Path
+	parent   int // index in Compiled.comps; -1 for the root
+	depth    int
+	children []int
+	kind     *schema.GroupVersionKind
+	hasPods  bool
+
+	instanceID                         *expr
+	replicas, minReplicas, maxReplicas *expr
+	spec                               specExprs
+
+	// Pod selector, run on the pod.
+	typeSelector bool
+	typeKey      *expr
+	typeValue    *string
+	matchLabels  map[string]string
+	instanceSel  *expr
+	replicaSel   *expr
+}
+
+// specExprs are the compiled paths of a specDefinition.
+type specExprs struct {
+	podTemplateSpec *expr
+	podSpec         *expr
+	metadata        *expr
+	frag            *fragExprs
+	// writes are where write-back puts the scheduler name, labels and
+	// annotations of the component's templates.
+	writes [numWriteKinds]writeTarget
+}
+
+type fragExprs struct {
+	schedulerName, labels, annotations, resources, resourceClaims,
+	podAffinity, nodeAffinity, containers, container, priorityClassName,
+	image *expr
+}
+
+// Compile validates k and compiles every expression once. The error, when
+// validation fails, is a *ValidationError listing every problem. The
+// returned *Compiled is safe for concurrent use.
+func Compile(k *Karta, opts Options) (*Compiled, error) {
+	c, errs := build(k, opts)
+	if len(errs) > 0 {
+		name := ""
+		if k != nil {
+			name = k.Name
+		}
+		return nil, newValidationError(name, errs)
+	}
+	return c, nil
+}
+
+// Validate checks k and returns every problem with its field path. A
+// definition that validates compiles: Validate compiles every expression
+// too, so that a jq typo (an unknown function) is found here.
+func Validate(k *Karta) field.ErrorList {
+	_, errs := build(k, Options{})
+	return errs
+}
+
+// builder collects the errors of one compilation.
+type builder struct {
+	c    *Compiled
+	errs field.ErrorList
+}
+
+func (b *builder) add(errs ...*field.Error) { b.errs = append(b.errs, errs...) }
+
+// compileExpr parses, checks and compiles one jq expression. A missing
+// required expression, a parse error, a banned construct or a compile error
+// is reported against fp; the result is then nil.
+func (b *builder) compileExpr(fp *field.Path, src string, required bool) *expr {
+	if src == "" {
+		if required {
+			b.add(field.Required(fp, "a jq expression is required"))
+		}
+		return nil
+	}
+	e, fe := compileJQ(fp, src)
+	if fe != nil {
+		b.add(fe)
+		return nil
+	}
+	return e
+}
+
+func (b *builder) optExpr(fp *field.Path, src *string) *expr {
+	if src == nil {
+		return nil
+	}
+	if *src == "" {
+		b.add(field.Required(fp, "a jq expression is required when the field is set"))
+		return nil
+	}
+	return b.compileExpr(fp, *src, true)
+}
+
+func compileJQ(fp *field.Path, src string) (*expr, *field.Error) {
+	q, err := gojq.Parse(src)
+	if err != nil {
+		var pe *gojq.ParseError
+		if errors.As(err, &pe) {
+			return nil, field.Invalid(fp, src, fmt.Sprintf("not a valid jq expression: %v at offset %d", err, pe.Offset))
+		}
+		return nil, field.Invalid(fp, src, "not a valid jq expression: "+err.Error())
+	}
+	if why := checkQuery(q); why != "" {
+		return nil, field.Invalid(fp, src, why)
+	}
+	code, err := gojq.Compile(q)
+	if err != nil {
+		return nil, field.Invalid(fp, src, "jq expression does not compile: "+err.Error())
+	}
+	return &expr{field: fp.String(), src: src, query: q, code: code}, nil
+}
+
+// writeKind is what write-back sets.
+type writeKind int
+
+const (
+	writeSchedulerName writeKind = iota
+	writeLabels
+	writeAnnotations
+	numWriteKinds
+)
+
+func (k writeKind) String() string {
+	return [...]string{"scheduler name", "labels", "annotations"}[k]
+}
+
+// writeTarget is a compiled path(expr) for write-back. suffix is appended to
+// every path the expression yields (for example spec.schedulerName below a
+// podTemplateSpecPath). err says why the target cannot be written; it is
+// reported only when write-back needs the target, since reading through
+// such a path is fine.
+type writeTarget struct {
+	field  string
+	suffix []any
+	path   *expr // path(<the definition's expression>)
+	// needBase skips paths where the object has no value: a template that
+	// is not there is not created.
+	needBase bool
+	err      error
+}
+
+func newWriteTarget(e *expr, fieldName string, needBase bool, suffix ...any) writeTarget {
+	if e == nil {
+		return writeTarget{field: fieldName, err: fmt.Errorf("%w: the definition has no %s", ErrNotWritable, fieldName)}
+	}
+	t := writeTarget{field: e.field, suffix: suffix, needBase: needBase}
+	if why := simplePathReason(e.query); why != "" {
+		t.err = fmt.Errorf("%w: %s %q uses %s; write-back needs a simple path such as .spec.template", ErrNotWritable, e.field, e.src, why)
+		return t
+	}
+	pq := &gojq.Query{Term: &gojq.Term{Type: gojq.TermTypeFunc, Func: &gojq.Func{Name: "path", Args: []*gojq.Query{e.query}}}}
+	code, err := gojq.Compile(pq)
+	if err != nil {
+		t.err = fmt.Errorf("%w: %s %q: %v", ErrNotWritable, e.field, e.src, err)
+		return t
+	}
+	t.path = &expr{field: e.field, src: "path(" + e.src + ")", query: pq, code: code}
+	return t
+}
+
+func build(k *Karta, opts Options) (*Compiled, field.ErrorList) {
+	if k == nil {
+		return nil, field.ErrorList{field.Required(field.NewPath("spec"), "no definition")}
+	}
+	b := &builder{c: &Compiled{karta: k, opts: opts.withDefaults(), name: k.Name}}
+	b.components()
+	b.gangScheduling()
+	if len(b.errs) > 0 {
+		return nil, b.errs
+	}
+	return b.c, nil
+}

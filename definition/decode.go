@@ -1,0 +1,297 @@
+package definition
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"reflect"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+// Decode reads one definition (YAML or JSON) strictly: unknown fields,
+// values of the wrong type, a wrong apiVersion or kind are errors that name
+// the field path (a *ValidationError). Broken YAML is an error naming the
+// line. Decode does not validate the definition's rules; Compile does.
+func Decode(data []byte) (*Karta, error) {
+	j, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, fmt.Errorf("decode definition: %s", strings.TrimPrefix(err.Error(), "error converting YAML to JSON: "))
+	}
+	return decodeJSON(j)
+}
+
+// DecodeAll reads every document of a multi-document YAML stream; empty
+// documents are skipped. An error names the document (1-based).
+func DecodeAll(data []byte) ([]*Karta, error) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var out []*Karta
+	for n := 1; ; n++ {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", n, err)
+		}
+		j, err := yaml.YAMLToJSONStrict(doc)
+		if err != nil {
+			return nil, fmt.Errorf("document %d: decode definition: %s", n, strings.TrimPrefix(err.Error(), "error converting YAML to JSON: "))
+		}
+		if t := bytes.TrimSpace(j); len(t) == 0 || string(t) == "null" {
+			continue
+		}
+		k, err := decodeJSON(j)
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", n, err)
+		}
+		out = append(out, k)
+	}
+}
+
+var kartaType = reflect.TypeFor[Karta]()
+
+func decodeJSON(j []byte) (*Karta, error) {
+	var raw any
+	if err := json.Unmarshal(j, &raw); err != nil {
+		return nil, fmt.Errorf("decode definition: %w", err)
+	}
+	m, ok := raw.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("decode definition: want an object with apiVersion %s and kind %s, got %s", APIVersion, Kind, jsonType(raw))
+	}
+	name := ""
+	if md, ok := m["metadata"].(map[string]any); ok {
+		name, _ = md["name"].(string)
+	}
+	var errs field.ErrorList
+	switch av := m["apiVersion"].(type) {
+	case nil:
+		errs = append(errs, field.Required(field.NewPath("apiVersion"), "must be "+APIVersion))
+	case string:
+		if av != APIVersion {
+			errs = append(errs, field.Invalid(field.NewPath("apiVersion"), av, "must be "+APIVersion))
+		}
+	}
+	switch kd := m["kind"].(type) {
+	case nil:
+		errs = append(errs, field.Required(field.NewPath("kind"), "must be "+Kind))
+	case string:
+		if kd != Kind {
+			errs = append(errs, field.Invalid(field.NewPath("kind"), kd, "must be "+Kind))
+		}
+	}
+	errs = append(errs, checkShape(raw, kartaType, nil)...)
+	if len(errs) > 0 {
+		return nil, newValidationError(name, errs)
+	}
+	// The walk above has already named every unknown field and wrong type
+	// with its path; the strict decoder is the safety net for what the walk
+	// does not model.
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.DisallowUnknownFields()
+	var k Karta
+	if err := dec.Decode(&k); err != nil {
+		return nil, fmt.Errorf("decode definition %q: %w", name, err)
+	}
+	return &k, nil
+}
+
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// checkShape compares a decoded JSON value with the Go type it will be read
+// into and reports unknown fields and wrong types with their field paths,
+// which encoding/json does not give (it names neither list indexes nor
+// the first of several problems).
+func checkShape(v any, t reflect.Type, p *field.Path) field.ErrorList {
+	if v == nil {
+		return nil
+	}
+	if reflect.PointerTo(t).Implements(unmarshalerType) {
+		return nil // the type reads itself (metav1.Time, JSON, …)
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return checkShape(v, t.Elem(), p)
+	case reflect.Interface:
+		return nil
+	case reflect.Struct:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return field.ErrorList{typeErr(p, v, "object")}
+		}
+		fields := jsonFields(t)
+		var errs field.ErrorList
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			ft, ok := fields[k]
+			if !ok {
+				errs = append(errs, unknownField(p, k, fields))
+				continue
+			}
+			errs = append(errs, checkShape(m[k], ft, child(p, k))...)
+		}
+		return errs
+	case reflect.Slice:
+		a, ok := v.([]any)
+		if !ok {
+			return field.ErrorList{typeErr(p, v, "list")}
+		}
+		var errs field.ErrorList
+		for i, x := range a {
+			errs = append(errs, checkShape(x, t.Elem(), p.Index(i))...)
+		}
+		return errs
+	case reflect.Map:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return field.ErrorList{typeErr(p, v, "object")}
+		}
+		var errs field.ErrorList
+		for k, x := range m {
+			errs = append(errs, checkShape(x, t.Elem(), p.Key(k))...)
+		}
+		return errs
+	case reflect.String:
+		if _, ok := v.(string); !ok {
+			return field.ErrorList{typeErr(p, v, "string")}
+		}
+	case reflect.Bool:
+		if _, ok := v.(bool); !ok {
+			return field.ErrorList{typeErr(p, v, "boolean")}
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		f, ok := v.(float64)
+		if !ok || f != math.Trunc(f) {
+			return field.ErrorList{typeErr(p, v, "integer")}
+		}
+	case reflect.Float32, reflect.Float64:
+		if _, ok := v.(float64); !ok {
+			return field.ErrorList{typeErr(p, v, "number")}
+		}
+	}
+	return nil
+}
+
+func child(p *field.Path, name string) *field.Path {
+	if p == nil {
+		return field.NewPath(name)
+	}
+	return p.Child(name)
+}
+
+// jsonFields maps the JSON names of t's fields, inlined structs included,
+// to their types.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				for k, v := range jsonFields(ft) {
+					out[k] = v
+				}
+				continue
+			}
+		}
+		_ = opts
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+func unknownField(p *field.Path, name string, known map[string]reflect.Type) *field.Error {
+	detail := "unknown field"
+	best, bestD := "", 4
+	for k := range known {
+		if d := editDistance(strings.ToLower(name), strings.ToLower(k)); d < bestD || (d == bestD && k < best) {
+			best, bestD = k, d
+		}
+	}
+	if best != "" {
+		detail += fmt.Sprintf("; did you mean %q?", best)
+	}
+	return field.Forbidden(child(p, name), detail)
+}
+
+func typeErr(p *field.Path, v any, want string) *field.Error {
+	return field.TypeInvalid(p, shortValue(v), fmt.Sprintf("must be a %s, not a %s", want, jsonType(v)))
+}
+
+// shortValue keeps messages readable when the wrong value is a big object.
+func shortValue(v any) any {
+	switch v.(type) {
+	case map[string]any:
+		return "{…}"
+	case []any:
+		return "[…]"
+	}
+	return v
+}
+
+func jsonType(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case float64, json.Number:
+		return "number"
+	case string:
+		return "string"
+	case []any:
+		return "list"
+	case map[string]any:
+		return "object"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// editDistance is the Levenshtein distance, for "did you mean" hints.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,103 @@
+// Package definition decodes, validates, compiles and evaluates workload
+// definitions (the Karta format, run.ai/v1alpha1): where a workload type keeps
+// its roles, pod templates and replica counts, how its status reads, and how
+// its pods form gangs.
+//
+// # Pipeline
+//
+// Decode reads a definition strictly (unknown fields and wrong types are
+// errors naming the field path). Compile validates it (Validate returns the
+// same list of *field.Error) and compiles every jq expression once; the
+// *Compiled is safe for concurrent use and never parses again. Each
+// evaluation of an expression runs under Options.Timeout (default 100ms) and
+// stops after Options.MaxResults values (default 10000), so a runaway
+// expression returns an error instead of hanging. Expressions may only read:
+// assignments, del, setpath, delpaths, .., recurse, walk, paths, leaf_paths,
+// range, repeat and anything that reaches outside the document (env, $ENV,
+// input, inputs, debug, stderr, input_filename, halt, halt_error, $__loc__)
+// are rejected at validation, wherever they appear in the expression.
+//
+// Paths in podSelector, groupByKeyPaths and filters run on the pod; all others
+// on the root object.
+//
+// # Instances and multiplicity
+//
+// A component with instanceIdPath has one instance per value of that path;
+// its other paths yield one value per instance, index-aligned with the ids,
+// or one value that applies to every instance. A component without it has
+// one instance with ID "".
+//
+// Replica counts of a component instance are per instance of its parent
+// (replicas default to 1; null means unset; numbers may be integers, whole
+// floats or numeric strings). A child instance's parent instance is the
+// parent instance with the same ID or, when the parent has exactly one
+// instance, that one; anything else is an error. So
+//
+//	Pods(C, i)    = Replicas(C, i) × Pods(parent instance)          (root: Replicas)
+//	MinPods(C, i) = MinReplicas(C, i) × MinPods(parent instance)    (Replicas where MinReplicas is unset)
+//
+// For example a root with replicas 2 (groups) and children leader (1) and
+// worker (3) has 2 leader pods and 6 worker pods.
+//
+// # Pods
+//
+// MatchPod finds the component of a pod. A component matches when its
+// podSelector.componentTypeSelector holds on the pod: every matchLabels
+// entry is a label of the pod, and keyPath yields value (compared as text)
+// or, without value, something other than null, false and "". When several
+// components match, the most specific wins: the deepest in the tree, then
+// one that compares a value over one that only tests a key, then the one
+// with more matchLabels, then the first in definition order. When no
+// component has a componentTypeSelector and exactly one component has pods,
+// that component matches every pod. The instance is the value of the
+// component's componentInstanceSelector.idPath on the pod; the replica is
+// the value of the replicaSelector.keyPath of the component or, without
+// one, of its nearest ancestor that has one.
+//
+// # Gangs
+//
+// Older form (podGroups): a pod belongs to the first gang definition with a
+// member that is the pod's component, or an ancestor of it, and whose
+// filters all hold on the pod (each filter yields at least one value and
+// only true). Within that definition the member closest to the pod's
+// component is used. The gang instance is named by the values of that
+// member's groupByKeyPaths on the pod; each must yield exactly one
+// non-empty string, number or boolean.
+//
+// The counted components of a definition are its members, or, for a member
+// without pods, the components with pods below it.
+//
+// Without groupByKeyPaths on any member the gang is the whole workload:
+// MinMember = Σ over counted components and their instances of MinPods.
+//
+// With groupByKeyPaths the gang instance is one replica of the scope
+// component: the lowest common ancestor of the members' parents (the root
+// when every member is a child of the root). MinMember of the gang instance
+// is Σ over the counted components' instances below the pod's scope
+// instance of MinReplicas (else Replicas) times the min-replicas of the
+// ancestor instances strictly below the scope. The scope's own replicas and
+// anything above it are not multiplied in: they count gang instances, not
+// members. A leader-worker workload with 2 groups of 1 leader and 3 workers
+// grouped per group has MinMember 4, not 8.
+//
+// Newer form (podGroup): one whole-workload gang over the subGroups'
+// components (every component with pods when subGroups is empty), named
+// after the root component unless it has a name; topology.requiredTopologyLevel
+// and preferredTopologyLevel give Gang.TopologyRequired and TopologyPreferred.
+// Per-subgroup topology is validated but not evaluated.
+//
+// MinResources is the sum of PodRequests of the counted pods' templates.
+//
+// Workload annotations override a definition for one workload:
+// muster.io/gang: "off" puts none of its pods in a gang; muster.io/min-member:
+// "N" (a positive integer) sets MinMember of every gang of the workload and
+// Gang.Overridden; MinResources then stays the definition's when N is at
+// least the definition's min-member and is scaled down to N/MinMember of it,
+// rounded up per resource, when N is smaller. muster.io/topology-required and
+// muster.io/topology-preferred replace the topology fields (they do not set
+// Overridden).
+//
+// GangForPod answers for one pod; GangPlans answers per gang definition from
+// the root object alone. Both reuse what they computed for a root object
+// while its UID and resourceVersion stay the same.
+package definition

@@ -1,0 +1,82 @@
+package definition
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// ValidationError is every problem found in one definition; each entry is a
+// *field.Error naming the field path, the value and the reason. Validate
+// returns the list; Compile and Decode wrap it in this type for callers that
+// need one error.
+type ValidationError struct {
+	Definition string
+	Errs       []error // each a *field.Error
+}
+
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	b.WriteString("invalid definition")
+	if e.Definition != "" {
+		fmt.Fprintf(&b, " %q", e.Definition)
+	}
+	for i, err := range e.Errs {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		b.WriteString(err.Error())
+	}
+	return b.String()
+}
+
+// FieldErrors returns the entries that are *field.Error.
+func (e *ValidationError) FieldErrors() field.ErrorList {
+	var out field.ErrorList
+	for _, err := range e.Errs {
+		if fe, ok := err.(*field.Error); ok {
+			out = append(out, fe)
+		}
+	}
+	return out
+}
+
+func newValidationError(name string, errs field.ErrorList) *ValidationError {
+	ve := &ValidationError{Definition: name}
+	for _, fe := range errs {
+		ve.Errs = append(ve.Errs, fe)
+	}
+	return ve
+}
+
+// EvalError is an expression that failed on a given object: it names the
+// field of the definition, the expression and, when known, the component.
+type EvalError struct {
+	// Field is the definition's field path of the expression.
+	Field string
+	// Expression is the jq source.
+	Expression string
+	// Component is the component the expression belongs to, if any.
+	Component string
+	// Instance is the component instance, when the failure is about one.
+	Instance string
+	Err      error
+}
+
+func (e *EvalError) Error() string {
+	var b strings.Builder
+	if e.Component != "" {
+		fmt.Fprintf(&b, "component %q", e.Component)
+		if e.Instance != "" {
+			fmt.Fprintf(&b, " instance %q", e.Instance)
+		}
+		b.WriteString(": ")
+	}
+	fmt.Fprintf(&b, "%s %q: %v", e.Field, e.Expression, e.Err)
+	return b.String()
+}
+
+func (e *EvalError) Unwrap() error { return e.Err }

@@ -1,0 +1,525 @@
+package definition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// view is what the definition finds in one root object, in the internal
+// form the gang and write-back code work on.
+type view struct {
+	comps []viewComp // index-aligned with Compiled.comps
+}
+
+type viewComp struct {
+	ids []string
+	// parent is the parent component's instance index of each instance; -1
+	// for the root.
+	parent        []int
+	replicas      []int32
+	min, max      []*int32
+	pods, minPods []int64
+	tpl           []*corev1.PodTemplateSpec // nil without pods
+	req           []corev1.ResourceList     // PodRequests of tpl, filled by the gang code
+}
+
+// instance finds an instance by id: the one with that id, or the only one.
+func (vc *viewComp) instance(id string) (int, bool) {
+	for i, x := range vc.ids {
+		if x == id {
+			return i, true
+		}
+	}
+	if len(vc.ids) == 1 {
+		return 0, true
+	}
+	return 0, false
+}
+
+// Extract reads components, instances, templates and replicas from obj.
+// See the package documentation for how instances and replica counts
+// multiply.
+func (c *Compiled) Extract(ctx context.Context, obj *unstructured.Unstructured) (*Workload, error) {
+	v, err := c.extract(ctx, toJQ(obj.Object))
+	if err != nil {
+		return nil, err
+	}
+	w := &Workload{Components: make([]Component, len(c.comps))}
+	for i, comp := range c.comps {
+		vc := &v.comps[i]
+		out := Component{Name: comp.name, HasPods: comp.hasPods}
+		if comp.parent >= 0 {
+			out.Parent = c.comps[comp.parent].name
+		}
+		if comp.kind != nil {
+			k := *comp.kind
+			out.Kind = &k
+		}
+		for j, id := range vc.ids {
+			in := Instance{ID: id, Replicas: vc.replicas[j], MinReplicas: vc.min[j], MaxReplicas: vc.max[j], Pods: vc.pods[j], MinPods: vc.minPods[j]}
+			if comp.hasPods {
+				in.Template = vc.tpl[j]
+			}
+			out.Instances = append(out.Instances, in)
+		}
+		w.Components[i] = out
+	}
+	return w, nil
+}
+
+// extract evaluates the component paths on root (already in gojq form).
+func (c *Compiled) extract(ctx context.Context, root any) (*view, error) {
+	v := &view{comps: make([]viewComp, len(c.comps))}
+	for _, ci := range c.order {
+		if err := c.extractComponent(ctx, root, v, ci); err != nil {
+			return nil, err
+		}
+	}
+	return v, nil
+}
+
+func (c *Compiled) extractComponent(ctx context.Context, root any, v *view, ci int) error {
+	comp := c.comps[ci]
+	vc := &v.comps[ci]
+	fail := func(e *expr, instance string, err error) error {
+		var ee *EvalError
+		if errors.As(err, &ee) {
+			ee.Component, ee.Instance = comp.name, instance
+			return ee
+		}
+		ee = c.evalErr(e, err)
+		ee.Component, ee.Instance = comp.name, instance
+		return ee
+	}
+
+	// Instances.
+	vc.ids = []string{""}
+	if comp.instanceID != nil {
+		vals, err := c.eval(ctx, comp.instanceID, root)
+		if err != nil {
+			return fail(comp.instanceID, "", err)
+		}
+		vc.ids = make([]string, 0, len(vals))
+		seen := make(map[string]bool, len(vals))
+		for _, x := range vals {
+			id, err := scalarString(x)
+			if err != nil {
+				return fail(comp.instanceID, "", fmt.Errorf("instance ids must be non-empty strings or numbers: %w", err))
+			}
+			if seen[id] {
+				return fail(comp.instanceID, id, errors.New("instance id appears twice"))
+			}
+			seen[id] = true
+			vc.ids = append(vc.ids, id)
+		}
+	}
+	n := len(vc.ids)
+
+	// Parent instances: the one with the same id, else the only one.
+	vc.parent = make([]int, n)
+	if comp.parent >= 0 {
+		pv := &v.comps[comp.parent]
+		for j, id := range vc.ids {
+			p, ok := pv.instance(id)
+			if !ok {
+				return &EvalError{Field: comp.fp.Child("ownerRef").String(), Expression: c.comps[comp.parent].name, Component: comp.name, Instance: id,
+					Err: fmt.Errorf("parent component %q has %d instances and none has id %q; a child instance belongs to the parent instance with its id, or to the parent's only instance", c.comps[comp.parent].name, len(pv.ids), id)}
+			}
+			vc.parent[j] = p
+		}
+	} else {
+		for j := range vc.parent {
+			vc.parent[j] = -1
+		}
+	}
+
+	// Replica counts.
+	vc.replicas = make([]int32, n)
+	vc.min = make([]*int32, n)
+	vc.max = make([]*int32, n)
+	counts := []struct {
+		e   *expr
+		set func(j int, x int32, ok bool)
+	}{
+		{comp.replicas, func(j int, x int32, ok bool) {
+			vc.replicas[j] = 1
+			if ok {
+				vc.replicas[j] = x
+			}
+		}},
+		{comp.minReplicas, func(j int, x int32, ok bool) {
+			if ok {
+				vc.min[j] = &x
+			}
+		}},
+		{comp.maxReplicas, func(j int, x int32, ok bool) {
+			if ok {
+				vc.max[j] = &x
+			}
+		}},
+	}
+	for _, cnt := range counts {
+		if cnt.e == nil {
+			for j := range n {
+				cnt.set(j, 0, false)
+			}
+			continue
+		}
+		vals, err := c.perInstance(ctx, cnt.e, root, n)
+		if err != nil {
+			return fail(cnt.e, "", err)
+		}
+		for j, x := range vals {
+			k, ok, err := toCount(x)
+			if err != nil {
+				return fail(cnt.e, vc.ids[j], err)
+			}
+			cnt.set(j, k, ok)
+		}
+	}
+
+	// Pods: replicas are per instance of the parent, so they multiply down
+	// the tree.
+	vc.pods = make([]int64, n)
+	vc.minPods = make([]int64, n)
+	for j := range n {
+		pods, minPods := int64(1), int64(1)
+		if p := vc.parent[j]; p >= 0 {
+			pv := &v.comps[comp.parent]
+			pods, minPods = pv.pods[p], pv.minPods[p]
+		}
+		r, mr := int64(vc.replicas[j]), int64(vc.replicas[j])
+		if vc.min[j] != nil {
+			mr = int64(*vc.min[j])
+		}
+		var ok1, ok2 bool
+		vc.pods[j], ok1 = mulCount(pods, r)
+		vc.minPods[j], ok2 = mulCount(minPods, mr)
+		if !ok1 || !ok2 {
+			return fail(comp.replicas, vc.ids[j], errors.New("the pod count overflows"))
+		}
+	}
+
+	if !comp.hasPods {
+		return nil
+	}
+	tpls, err := c.templates(ctx, comp, root, n)
+	if err != nil {
+		var ee *EvalError
+		if errors.As(err, &ee) && ee.Component == "" {
+			ee.Component = comp.name
+		}
+		return err
+	}
+	for j, m := range tpls {
+		t := &corev1.PodTemplateSpec{}
+		// Unknown fields are allowed: a template written for a newer
+		// Kubernetes must not break grouping; wrong types are errors.
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(m, t, false); err != nil {
+			return &EvalError{Field: comp.fp.Child("specDefinition").String(), Expression: specSource(comp), Component: comp.name, Instance: vc.ids[j],
+				Err: fmt.Errorf("not a valid pod template: %w", err)}
+		}
+		vc.tpl = append(vc.tpl, t)
+	}
+	return nil
+}
+
+func specSource(comp *component) string {
+	s := &comp.spec
+	switch {
+	case s.podTemplateSpec != nil:
+		return s.podTemplateSpec.src
+	case s.podSpec != nil:
+		return s.podSpec.src
+	}
+	return "fragmentedPodSpecDefinition"
+}
+
+// perInstance evaluates e and spreads its values over n instances: n values
+// are index-aligned with the instances, one value applies to all, none
+// leaves every instance without a value (null).
+func (c *Compiled) perInstance(ctx context.Context, e *expr, root any, n int) ([]any, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	vals, err := c.eval(ctx, e, root)
+	if err != nil {
+		return nil, err
+	}
+	switch len(vals) {
+	case n:
+		return vals, nil
+	case 0, 1:
+		var x any
+		if len(vals) == 1 {
+			x = vals[0]
+		}
+		out := make([]any, n)
+		for j := range out {
+			out[j] = x
+		}
+		return out, nil
+	}
+	return nil, c.evalErr(e, fmt.Errorf("yields %d values for %d instances; a path yields one value per instance (index-aligned with instanceIdPath) or one for all", len(vals), n))
+}
+
+// templates returns the pod template of each of n instances as an
+// unstructured map, in gojq value form.
+func (c *Compiled) templates(ctx context.Context, comp *component, root any, n int) ([]map[string]any, error) {
+	s := &comp.spec
+	out := make([]map[string]any, n)
+	object := func(e *expr, j int, x any, nullOK bool) (map[string]any, error) {
+		switch x := x.(type) {
+		case map[string]any:
+			return x, nil
+		case nil:
+			if nullOK {
+				return nil, nil
+			}
+			return nil, c.evalErr(e, errors.New("yields null: the pod template is not there; check the path against an object of this kind"))
+		}
+		return nil, c.evalErr(e, fmt.Errorf("yields a %s, want an object", typeName(x)))
+	}
+	switch {
+	case s.podTemplateSpec != nil:
+		vals, err := c.perInstance(ctx, s.podTemplateSpec, root, n)
+		if err != nil {
+			return nil, err
+		}
+		for j, x := range vals {
+			if out[j], err = object(s.podTemplateSpec, j, x, false); err != nil {
+				return nil, err
+			}
+		}
+	case s.podSpec != nil:
+		specs, err := c.perInstance(ctx, s.podSpec, root, n)
+		if err != nil {
+			return nil, err
+		}
+		mds := make([]any, n)
+		if s.metadata != nil {
+			if mds, err = c.perInstance(ctx, s.metadata, root, n); err != nil {
+				return nil, err
+			}
+		}
+		for j := range n {
+			spec, err := object(s.podSpec, j, specs[j], false)
+			if err != nil {
+				return nil, err
+			}
+			t := map[string]any{"spec": spec}
+			md, err := object(s.metadata, j, mds[j], true)
+			if err != nil {
+				return nil, err
+			}
+			if md != nil {
+				t["metadata"] = md
+			}
+			out[j] = t
+		}
+	case s.frag != nil:
+		return c.fragmented(ctx, s.frag, root, n)
+	}
+	return out, nil
+}
+
+// fragmented builds pod templates from per-field paths. containersPath gives
+// the container list and containerPath the main container, which goes first
+// (replacing a listed container of the same name); without either there is
+// one container named "main". resourcesPath and imagePath apply to the first
+// container.
+func (c *Compiled) fragmented(ctx context.Context, f *fragExprs, root any, n int) ([]map[string]any, error) {
+	get := func(e *expr) ([]any, error) {
+		if e == nil {
+			return make([]any, n), nil
+		}
+		return c.perInstance(ctx, e, root, n)
+	}
+	type part struct {
+		e    *expr
+		vals []any
+	}
+	parts := map[string]*part{}
+	for _, p := range []struct {
+		name string
+		e    *expr
+	}{
+		{"containers", f.containers}, {"container", f.container}, {"resources", f.resources},
+		{"image", f.image}, {"schedulerName", f.schedulerName}, {"priorityClassName", f.priorityClassName},
+		{"resourceClaims", f.resourceClaims}, {"nodeAffinity", f.nodeAffinity}, {"podAffinity", f.podAffinity},
+		{"labels", f.labels}, {"annotations", f.annotations},
+	} {
+		vals, err := get(p.e)
+		if err != nil {
+			return nil, err
+		}
+		parts[p.name] = &part{p.e, vals}
+	}
+	wantType := func(name string, j int, want string) (any, error) {
+		p := parts[name]
+		x := p.vals[j]
+		if x == nil {
+			return nil, nil
+		}
+		if got := typeName(x); got != want {
+			return nil, c.evalErr(p.e, fmt.Errorf("yields a %s, want a %s", got, want))
+		}
+		return x, nil
+	}
+	out := make([]map[string]any, n)
+	for j := range n {
+		spec := map[string]any{}
+		md := map[string]any{}
+		var containers []any
+		if x, err := wantType("containers", j, "array"); err != nil {
+			return nil, err
+		} else if x != nil {
+			containers = append(containers, x.([]any)...)
+		}
+		if x, err := wantType("container", j, "object"); err != nil {
+			return nil, err
+		} else if x != nil {
+			main := x.(map[string]any)
+			rest := containers[:0:0]
+			for _, o := range containers {
+				if om, ok := o.(map[string]any); ok && om["name"] != nil && om["name"] == main["name"] {
+					continue
+				}
+				rest = append(rest, o)
+			}
+			containers = append([]any{main}, rest...)
+		}
+		if len(containers) == 0 {
+			containers = []any{map[string]any{"name": "main"}}
+		}
+		first, ok := containers[0].(map[string]any)
+		if !ok {
+			return nil, c.evalErr(parts["containers"].e, fmt.Errorf("the first container is a %s, want an object", typeName(containers[0])))
+		}
+		first = maps.Clone(first) // never write into the object's own maps
+		if x, err := wantType("resources", j, "object"); err != nil {
+			return nil, err
+		} else if x != nil {
+			first["resources"] = x
+		}
+		if x, err := wantType("image", j, "string"); err != nil {
+			return nil, err
+		} else if x != nil {
+			first["image"] = x
+		}
+		containers[0] = first
+		spec["containers"] = containers
+		for _, name := range []string{"schedulerName", "priorityClassName"} {
+			if x, err := wantType(name, j, "string"); err != nil {
+				return nil, err
+			} else if x != nil {
+				spec[name] = x
+			}
+		}
+		if x, err := wantType("resourceClaims", j, "array"); err != nil {
+			return nil, err
+		} else if x != nil {
+			spec["resourceClaims"] = x
+		}
+		aff := map[string]any{}
+		for _, name := range []string{"nodeAffinity", "podAffinity"} {
+			if x, err := wantType(name, j, "object"); err != nil {
+				return nil, err
+			} else if x != nil {
+				aff[name] = x
+			}
+		}
+		if len(aff) > 0 {
+			spec["affinity"] = aff
+		}
+		for _, name := range []string{"labels", "annotations"} {
+			if x, err := wantType(name, j, "object"); err != nil {
+				return nil, err
+			} else if x != nil {
+				md[name] = x
+			}
+		}
+		out[j] = map[string]any{"metadata": md, "spec": spec}
+	}
+	return out, nil
+}
+
+// scalarString renders an instance id, group key or selector value: a
+// non-empty string, number or boolean.
+func scalarString(x any) (string, error) {
+	switch x.(type) {
+	case nil:
+		return "", errors.New("got null")
+	case string, int, float64, *big.Int, bool:
+		s := render(x)
+		if s == "" {
+			return "", errors.New("got an empty string")
+		}
+		return s, nil
+	}
+	return "", fmt.Errorf("got a %s", typeName(x))
+}
+
+// toCount reads a replica count: an integer, a whole float or a numeric
+// string; null is "not set".
+func toCount(x any) (int32, bool, error) {
+	var n int64
+	switch x := x.(type) {
+	case nil:
+		return 0, false, nil
+	case int:
+		n = int64(x)
+	case float64:
+		if x != math.Trunc(x) || math.IsInf(x, 0) {
+			return 0, false, fmt.Errorf("replica count %v is not a whole number", x)
+		}
+		if x > math.MaxInt32 || x < math.MinInt32 {
+			return 0, false, fmt.Errorf("replica count %v is too large", x)
+		}
+		n = int64(x)
+	case *big.Int:
+		return 0, false, fmt.Errorf("replica count %v is too large", x)
+	case string:
+		s := strings.TrimSpace(x)
+		i, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			f, ferr := strconv.ParseFloat(s, 64)
+			if ferr != nil || f != math.Trunc(f) || math.Abs(f) > math.MaxInt32 {
+				return 0, false, fmt.Errorf("replica count %q is not a whole number", x)
+			}
+			i = int64(f)
+		}
+		n = i
+	default:
+		return 0, false, fmt.Errorf("replica count is a %s, want a number", typeName(x))
+	}
+	if n < 0 {
+		return 0, false, fmt.Errorf("replica count %d is negative", n)
+	}
+	if n > math.MaxInt32 {
+		return 0, false, fmt.Errorf("replica count %d is too large", n)
+	}
+	return int32(n), true, nil
+}
+
+// mulCount multiplies pod counts and reports overflow.
+func mulCount(a, b int64) (int64, bool) {
+	if a == 0 || b == 0 {
+		return 0, true
+	}
+	p := a * b
+	if p/b != a || p > math.MaxInt32*int64(math.MaxInt32) {
+		return 0, false
+	}
+	return p, true
+}

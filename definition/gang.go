@@ -1,0 +1,432 @@
+package definition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// rootPlan is what the gang definitions yield on one root object. It is
+// immutable once built, so the cache may hand it to concurrent callers.
+type rootPlan struct {
+	off               bool
+	minMember         int32 // annotation override; 0 when unset
+	topologyRequired  string
+	topologyPreferred string
+	v                 *view
+	gangs             []gangSizes // index-aligned with Compiled.gangs
+}
+
+type gangSizes struct {
+	whole gangSize
+	// byScope is per instance of the scope component (grouped gangs).
+	byScope []gangSize
+}
+
+type gangSize struct {
+	minMember    int64
+	minResources corev1.ResourceList
+}
+
+// planCache keeps the plans of recently seen root objects. A root object is
+// identified by UID and resourceVersion, which the API server changes on
+// every write, so a hit is the same object; objects without them (offline
+// files, tests) are never cached. The pod-grouper asks about every pod of a
+// workload in turn, so most calls hit.
+type planCache struct {
+	mu sync.Mutex
+	m  map[string]*rootPlan
+}
+
+const planCacheSize = 256
+
+func (pc *planCache) get(key string) *rootPlan {
+	if key == "" {
+		return nil
+	}
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	return pc.m[key]
+}
+
+func (pc *planCache) put(key string, p *rootPlan) {
+	if key == "" {
+		return
+	}
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if pc.m == nil {
+		pc.m = map[string]*rootPlan{}
+	}
+	if len(pc.m) >= planCacheSize {
+		for k := range pc.m { // evict an arbitrary entry
+			delete(pc.m, k)
+			break
+		}
+	}
+	pc.m[key] = p
+}
+
+func cacheKey(obj *unstructured.Unstructured) string {
+	uid, rv := string(obj.GetUID()), obj.GetResourceVersion()
+	if uid == "" || rv == "" {
+		return ""
+	}
+	return uid + "/" + rv
+}
+
+// plan returns the gang sizes of root, from the cache when it can.
+func (c *Compiled) plan(ctx context.Context, root *unstructured.Unstructured) (*rootPlan, error) {
+	key := cacheKey(root)
+	if p := c.cache.get(key); p != nil {
+		return p, nil
+	}
+	p, err := c.buildPlan(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	c.cache.put(key, p)
+	return p, nil
+}
+
+// overrides reads the workload annotations that change gangs.
+func overrides(root *unstructured.Unstructured, p *rootPlan) error {
+	ann := root.GetAnnotations()
+	if v, ok := ann[AnnotationGang]; ok {
+		if v != GangOff {
+			return fmt.Errorf("workload annotation %s: %q: the only value is %q (opt out of gang scheduling)", AnnotationGang, v, GangOff)
+		}
+		p.off = true
+	}
+	if v, ok := ann[AnnotationMinMember]; ok {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("workload annotation %s: %q: must be a positive integer", AnnotationMinMember, v)
+		}
+		p.minMember = int32(n)
+	}
+	for _, a := range []struct {
+		key string
+		dst *string
+	}{{AnnotationTopologyRequired, &p.topologyRequired}, {AnnotationTopologyPreferred, &p.topologyPreferred}} {
+		v, ok := ann[a.key]
+		if !ok {
+			continue
+		}
+		if msgs := validation.IsQualifiedName(v); len(msgs) > 0 {
+			return fmt.Errorf("workload annotation %s: %q: must be a node label key: %s", a.key, v, msgs[0])
+		}
+		*a.dst = v
+	}
+	return nil
+}
+
+func (c *Compiled) buildPlan(ctx context.Context, root *unstructured.Unstructured) (*rootPlan, error) {
+	p := &rootPlan{}
+	if err := overrides(root, p); err != nil {
+		return nil, err
+	}
+	if p.off || len(c.gangs) == 0 {
+		return p, nil
+	}
+	v, err := c.extract(ctx, toJQ(root.Object))
+	if err != nil {
+		return nil, err
+	}
+	p.v = v
+	for _, g := range c.gangs {
+		gs, err := c.gangSizes(v, g)
+		if err != nil {
+			return nil, err
+		}
+		p.gangs = append(p.gangs, gs)
+	}
+	return p, nil
+}
+
+// requests returns the PodRequests of each instance template of ci,
+// computing them once per view.
+func (v *view) requests(ci int) []corev1.ResourceList {
+	vc := &v.comps[ci]
+	if vc.req == nil {
+		vc.req = make([]corev1.ResourceList, len(vc.tpl))
+		for j, t := range vc.tpl {
+			vc.req[j] = PodRequests(&t.Spec)
+		}
+	}
+	return vc.req
+}
+
+func minReplicas(vc *viewComp, j int) int64 {
+	if vc.min[j] != nil {
+		return int64(*vc.min[j])
+	}
+	return int64(vc.replicas[j])
+}
+
+// gangSizes computes a gang definition's min-member and min-resources on a
+// view: once for a whole-workload gang, once per scope instance for a
+// grouped one.
+func (c *Compiled) gangSizes(v *view, g *gangDef) (gangSizes, error) {
+	var gs gangSizes
+	if !g.grouped {
+		gs.whole.minResources = corev1.ResourceList{}
+		for _, ci := range g.counted {
+			req := v.requests(ci)
+			for j, n := range v.comps[ci].minPods {
+				gs.whole.minMember += n
+				addScaled(gs.whole.minResources, req[j], n)
+			}
+		}
+		return gs, nil
+	}
+	gs.byScope = make([]gangSize, len(v.comps[g.scope].ids))
+	for s := range gs.byScope {
+		gs.byScope[s].minResources = corev1.ResourceList{}
+	}
+	for _, ci := range g.counted {
+		req := v.requests(ci)
+		for j := range v.comps[ci].ids {
+			s, n, err := c.scopeOf(v, ci, j, g.scope)
+			if err != nil {
+				return gs, err
+			}
+			gs.byScope[s].minMember += n
+			addScaled(gs.byScope[s].minResources, req[j], n)
+		}
+	}
+	return gs, nil
+}
+
+// scopeOf walks from instance j of component ci up to the scope component
+// and returns the scope instance and the number of pods instance j has in
+// one replica of it: its min-replicas times those of the ancestors strictly
+// below the scope. The scope's own replicas and those above are not
+// multiplied in: they count gang instances, not members.
+func (c *Compiled) scopeOf(v *view, ci, j, scope int) (int, int64, error) {
+	if ci == scope {
+		return j, 1, nil
+	}
+	n := minReplicas(&v.comps[ci], j)
+	for {
+		p := c.comps[ci].parent
+		if p < 0 {
+			return 0, 0, fmt.Errorf("component %q is not below the gang scope %q", c.comps[ci].name, c.comps[scope].name)
+		}
+		j = v.comps[ci].parent[j]
+		ci = p
+		if ci == scope {
+			return j, n, nil
+		}
+		var ok bool
+		if n, ok = mulCount(n, minReplicas(&v.comps[ci], j)); !ok {
+			return 0, 0, errors.New("the pod count overflows")
+		}
+	}
+}
+
+// GangForPod returns the gang instance pod belongs to in workload root, with
+// min-member and min-resources and the workload's annotation overrides
+// applied. It returns (nil, nil) when the pod is in no gang: the definition
+// has no gang instruction, the workload opted out, or the pod is not a member.
+// A pod that matches no component gives an error wrapping ErrNoComponent.
+// The rules are in the package documentation ("Gangs").
+func (c *Compiled) GangForPod(ctx context.Context, root *unstructured.Unstructured, pod *corev1.Pod) (*Gang, error) {
+	if len(c.gangs) == 0 || root.GetAnnotations()[AnnotationGang] == GangOff {
+		return nil, nil
+	}
+	pm, err := c.podToJQ(pod)
+	if err != nil {
+		return nil, err
+	}
+	ci, match, err := c.matchPod(ctx, pod, pm)
+	if err != nil {
+		return nil, err
+	}
+	gi, md, err := c.gangOf(ctx, pod, ci, pm)
+	if err != nil || md == nil {
+		return nil, err
+	}
+	g := c.gangs[gi]
+	gang := &Gang{Definition: g.name, Members: append([]string(nil), g.memberNames...),
+		TopologyRequired: g.topologyRequired, TopologyPreferred: g.topologyPreferred}
+	for ki, e := range md.groupBy {
+		vals, err := c.eval(ctx, e, pm)
+		if err != nil {
+			return nil, podErr(pod, c.comps[md.comp], err)
+		}
+		if len(vals) != 1 {
+			return nil, podErr(pod, c.comps[md.comp], &EvalError{Field: e.field, Expression: e.src,
+				Err: fmt.Errorf("yields %d values; a group key must yield exactly one non-empty value", len(vals))})
+		}
+		key, err := scalarString(vals[0])
+		if err != nil {
+			return nil, podErr(pod, c.comps[md.comp], &EvalError{Field: e.field, Expression: e.src,
+				Err: fmt.Errorf("a group key must be one non-empty value: %w", err)})
+		}
+		_ = ki
+		gang.Keys = append(gang.Keys, key)
+	}
+
+	p, err := c.plan(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	if p.off {
+		return nil, nil
+	}
+	size := p.gangs[gi].whole
+	if g.grouped {
+		vc := &p.v.comps[ci]
+		j, ok := vc.instance(match.Instance)
+		if !ok {
+			return nil, fmt.Errorf("pod %s/%s: component %q has no instance %q in %s %s/%s (it has %d)",
+				pod.Namespace, pod.Name, match.Component, match.Instance, root.GetKind(), root.GetNamespace(), root.GetName(), len(vc.ids))
+		}
+		s, _, err := c.scopeOf(p.v, ci, j, g.scope)
+		if err != nil {
+			return nil, err
+		}
+		size = p.gangs[gi].byScope[s]
+	}
+	if err := fill(gang, size, p); err != nil {
+		return nil, fmt.Errorf("gang %q of %s %s/%s: %w", g.name, root.GetKind(), root.GetNamespace(), root.GetName(), err)
+	}
+	return gang, nil
+}
+
+// fill sets the sizes of a gang with the workload overrides applied. An
+// override below the definition's min-member scales min-resources down in
+// proportion (rounded up per resource); one at or above it keeps the
+// definition's min-resources, since the extra pods' size is unknown.
+func fill(g *Gang, size gangSize, p *rootPlan) error {
+	if size.minMember > math.MaxInt32 {
+		return fmt.Errorf("min-member %d is too large", size.minMember)
+	}
+	g.MinMember = int32(size.minMember)
+	g.MinResources = size.minResources.DeepCopy()
+	if p.minMember > 0 {
+		g.Overridden = true
+		if int64(p.minMember) < size.minMember {
+			for name, q := range g.MinResources {
+				g.MinResources[name] = scaleQuantity(q, int64(p.minMember), size.minMember, name != corev1.ResourceCPU)
+			}
+		}
+		g.MinMember = p.minMember
+	}
+	if p.topologyRequired != "" {
+		g.TopologyRequired = p.topologyRequired
+	}
+	if p.topologyPreferred != "" {
+		g.TopologyPreferred = p.topologyPreferred
+	}
+	return nil
+}
+
+// gangOf finds the gang definition of a pod of component ci: the first
+// definition with a member that is ci or an ancestor of it and whose filters
+// all hold on the pod. Within a definition the member closest to ci wins.
+func (c *Compiled) gangOf(ctx context.Context, pod *corev1.Pod, ci int, pm any) (int, *memberDef, error) {
+	for gi, g := range c.gangs {
+		var best *memberDef
+		for mi := range g.members {
+			m := &g.members[mi]
+			if !c.isAncestorOrSelf(m.comp, ci) {
+				continue
+			}
+			if best != nil && c.comps[best.comp].depth >= c.comps[m.comp].depth {
+				continue
+			}
+			ok, err := c.filtersHold(ctx, m, pm)
+			if err != nil {
+				return 0, nil, podErr(pod, c.comps[m.comp], err)
+			}
+			if ok {
+				best = m
+			}
+		}
+		if best != nil {
+			return gi, best, nil
+		}
+	}
+	return 0, nil, nil
+}
+
+// filtersHold is true when every filter yields at least one value and all
+// its values are true.
+func (c *Compiled) filtersHold(ctx context.Context, m *memberDef, pm any) (bool, error) {
+	for _, f := range m.filters {
+		vals, err := c.eval(ctx, f, pm)
+		if err != nil {
+			return false, err
+		}
+		if len(vals) == 0 {
+			return false, nil
+		}
+		for _, x := range vals {
+			if x != true {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
+
+// GangPlans returns what each gang definition yields on root, without pods:
+// one plan per whole-workload gang (Instances 1) and, for a grouped gang,
+// one plan covering every replica of the scope component (Instances is the
+// number of scope replicas in the workload). When the scope component has
+// several instances of different sizes, there is one plan per such instance.
+// Workload overrides apply; an opted-out workload has no plans.
+func (c *Compiled) GangPlans(ctx context.Context, root *unstructured.Unstructured) ([]GangPlan, error) {
+	p, err := c.plan(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	if p.off {
+		return nil, nil
+	}
+	var out []GangPlan
+	for gi, g := range c.gangs {
+		mk := func(size gangSize, instances int64) (GangPlan, error) {
+			var gang Gang
+			gang.TopologyRequired, gang.TopologyPreferred = g.topologyRequired, g.topologyPreferred
+			if err := fill(&gang, size, p); err != nil {
+				return GangPlan{}, fmt.Errorf("gang %q: %w", g.name, err)
+			}
+			return GangPlan{Definition: g.name, Members: append([]string(nil), g.memberNames...), Instances: int(instances),
+				MinMember: gang.MinMember, MinResources: gang.MinResources,
+				TopologyRequired: gang.TopologyRequired, TopologyPreferred: gang.TopologyPreferred}, nil
+		}
+		if !g.grouped {
+			gp, err := mk(p.gangs[gi].whole, 1)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, gp)
+			continue
+		}
+		var last *GangPlan
+		for s, size := range p.gangs[gi].byScope {
+			gp, err := mk(size, p.v.comps[g.scope].pods[s])
+			if err != nil {
+				return nil, err
+			}
+			if last != nil && last.MinMember == gp.MinMember && equality.Semantic.DeepEqual(last.MinResources, gp.MinResources) {
+				last.Instances += gp.Instances
+				continue
+			}
+			out = append(out, gp)
+			last = &out[len(out)-1]
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,420 @@
+package definition
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+
+	"github.com/itchyny/gojq"
+)
+
+// expr is one jq expression of the definition, parsed and compiled once.
+type expr struct {
+	field string // field path of the expression, for messages
+	src   string
+	query *gojq.Query
+	code  *gojq.Code
+}
+
+// bannedFuncs are the jq functions a definition may not call, with why. The
+// walk checks names, not arities: a user function that shadows one of these
+// names is rejected too, which is simpler to explain than scoping rules.
+var bannedFuncs = map[string]string{
+	"del":            "del modifies the document; paths must only read",
+	"setpath":        "setpath modifies the document; paths must only read (getpath is fine)",
+	"delpaths":       "delpaths modifies the document; paths must only read",
+	"recurse":        "recurse walks the whole document and can run unbounded; name the fields to read",
+	"walk":           "walk rewrites the whole document; name the fields to read",
+	"range":          "range can generate unbounded output",
+	"repeat":         "repeat never ends by itself",
+	"paths":          "paths walks the whole document; name the fields to read",
+	"leaf_paths":     "leaf_paths walks the whole document; name the fields to read",
+	"env":            "env reaches outside the document",
+	"$ENV":           "$ENV reaches outside the document",
+	"input":          "input reaches outside the document",
+	"inputs":         "inputs reaches outside the document",
+	"input_filename": "input_filename reaches outside the document",
+	"debug":          "debug writes outside the document",
+	"stderr":         "stderr writes outside the document",
+	"halt":           "halt stops the evaluator",
+	"halt_error":     "halt_error stops the evaluator",
+	"$__loc__":       "$__loc__ reaches outside the document",
+	"$__prog_args":   "$__prog_args reaches outside the document",
+	"modulemeta":     "modulemeta reaches outside the document",
+	"input_line_number": "input_line_number reaches outside the " +
+		"document",
+}
+
+// checkQuery walks every node of q (function bodies, object keys and values,
+// string interpolations, indexes and slices, try/catch, reduce/foreach,
+// if/elif, patterns) and returns why q is not allowed, or "" when it is.
+func checkQuery(q *gojq.Query) string {
+	w := &jqWalker{}
+	w.query(q)
+	return w.reason
+}
+
+type jqWalker struct{ reason string }
+
+func (w *jqWalker) fail(format string, args ...any) {
+	if w.reason == "" {
+		w.reason = fmt.Sprintf(format, args...)
+	}
+}
+
+func isAssignment(op gojq.Operator) bool {
+	switch op {
+	case gojq.OpAssign, gojq.OpModify, gojq.OpUpdateAdd, gojq.OpUpdateSub,
+		gojq.OpUpdateMul, gojq.OpUpdateDiv, gojq.OpUpdateMod, gojq.OpUpdateAlt:
+		return true
+	}
+	return false
+}
+
+func (w *jqWalker) query(q *gojq.Query) {
+	if q == nil || w.reason != "" {
+		return
+	}
+	if q.Meta != nil || len(q.Imports) > 0 {
+		w.fail("modules (import, include) are not allowed in a path")
+		return
+	}
+	for _, fd := range q.FuncDefs {
+		if why, ok := bannedFuncs[fd.Name]; ok {
+			w.fail("defining %q is not allowed: %s", fd.Name, why)
+			return
+		}
+		w.query(fd.Body)
+	}
+	if isAssignment(q.Op) {
+		hint := ".spec.field"
+		if q.Left != nil {
+			hint = q.Left.String()
+		}
+		w.fail("assignment (%s) is not allowed in a path; use a read-only path such as %s", q.Op, hint)
+		return
+	}
+	w.term(q.Term)
+	w.query(q.Left)
+	w.query(q.Right)
+	for _, p := range q.Patterns {
+		w.pattern(p)
+	}
+}
+
+func (w *jqWalker) pattern(p *gojq.Pattern) {
+	if p == nil {
+		return
+	}
+	for _, e := range p.Array {
+		w.pattern(e)
+	}
+	for _, o := range p.Object {
+		w.str(o.KeyString)
+		w.query(o.KeyQuery)
+		w.pattern(o.Val)
+	}
+}
+
+func (w *jqWalker) str(s *gojq.String) {
+	if s == nil {
+		return
+	}
+	for _, q := range s.Queries {
+		w.query(q)
+	}
+}
+
+func (w *jqWalker) index(x *gojq.Index) {
+	if x == nil {
+		return
+	}
+	w.str(x.Str)
+	w.query(x.Start)
+	w.query(x.End)
+}
+
+func (w *jqWalker) term(t *gojq.Term) {
+	if t == nil || w.reason != "" {
+		return
+	}
+	switch t.Type {
+	case gojq.TermTypeRecurse:
+		w.fail("recursive descent (..) is not allowed in a path; name the fields to read")
+		return
+	case gojq.TermTypeFunc:
+		name := t.Func.Name
+		if why, ok := bannedFuncs[name]; ok {
+			w.fail("%s is not allowed in a path: %s", name, why)
+			return
+		}
+		// Names with a leading underscore are gojq internals (_range,
+		// _modify, …) that would bypass the list above.
+		if strings.HasPrefix(name, "_") || strings.HasPrefix(name, "$__") {
+			w.fail("%s is an internal function and is not allowed in a path", name)
+			return
+		}
+		for _, a := range t.Func.Args {
+			w.query(a)
+		}
+	case gojq.TermTypeIndex:
+		w.index(t.Index)
+	case gojq.TermTypeObject:
+		for _, kv := range t.Object.KeyVals {
+			w.str(kv.KeyString)
+			w.query(kv.KeyQuery)
+			w.query(kv.Val)
+		}
+	case gojq.TermTypeArray:
+		w.query(t.Array.Query)
+	case gojq.TermTypeUnary:
+		w.term(t.Unary.Term)
+	case gojq.TermTypeFormat, gojq.TermTypeString:
+		w.str(t.Str)
+	case gojq.TermTypeIf:
+		w.query(t.If.Cond)
+		w.query(t.If.Then)
+		for _, e := range t.If.Elif {
+			w.query(e.Cond)
+			w.query(e.Then)
+		}
+		w.query(t.If.Else)
+	case gojq.TermTypeTry:
+		w.query(t.Try.Body)
+		w.query(t.Try.Catch)
+	case gojq.TermTypeReduce:
+		w.query(t.Reduce.Query)
+		for _, p := range t.Reduce.Patterns {
+			w.pattern(p)
+		}
+		w.query(t.Reduce.Start)
+		w.query(t.Reduce.Update)
+	case gojq.TermTypeForeach:
+		w.query(t.Foreach.Query)
+		for _, p := range t.Foreach.Patterns {
+			w.pattern(p)
+		}
+		w.query(t.Foreach.Start)
+		w.query(t.Foreach.Update)
+		w.query(t.Foreach.Extract)
+	case gojq.TermTypeLabel:
+		w.query(t.Label.Body)
+	case gojq.TermTypeQuery:
+		w.query(t.Query)
+	}
+	for _, s := range t.SuffixList {
+		w.index(s.Index)
+	}
+}
+
+// simplePathReason says why q cannot be written through, or "" when it is a
+// simple path: field and index access, iteration, pipes, commas and select.
+// gojq's path() accepts more (.a // .b picks a path by value), but writing
+// through such a path would depend on the data; the definition must say
+// exactly where the template lives to be written.
+func simplePathReason(q *gojq.Query) string {
+	if q == nil {
+		return ""
+	}
+	if len(q.FuncDefs) > 0 {
+		return "function definitions"
+	}
+	switch q.Op {
+	case 0, gojq.OpPipe, gojq.OpComma:
+	default:
+		return "the operator " + q.Op.String()
+	}
+	if q.Term != nil {
+		t := q.Term
+		switch t.Type {
+		case gojq.TermTypeIdentity, gojq.TermTypeIndex:
+		case gojq.TermTypeQuery:
+			if r := simplePathReason(t.Query); r != "" {
+				return r
+			}
+		case gojq.TermTypeFunc:
+			switch t.Func.Name {
+			case "select", "empty", "getpath":
+			case "first", "last":
+				for _, a := range t.Func.Args {
+					if r := simplePathReason(a); r != "" {
+						return r
+					}
+				}
+			default:
+				return "the function " + t.Func.Name
+			}
+		default:
+			return "the term " + t.String()
+		}
+	}
+	if r := simplePathReason(q.Left); r != "" {
+		return r
+	}
+	return simplePathReason(q.Right)
+}
+
+var errTooManyResults = errors.New("too many results")
+
+// eval runs e on input (already in gojq form, see toJQ) under the deadline and
+// the result cap of the options.
+func (c *Compiled) eval(ctx context.Context, e *expr, input any) ([]any, error) {
+	code := e.code
+	if c.parsePerCall {
+		q, err := gojq.Parse(e.src)
+		if err != nil {
+			return nil, c.evalErr(e, err)
+		}
+		if code, err = gojq.Compile(q); err != nil {
+			return nil, c.evalErr(e, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	iter := code.RunWithContext(ctx, input)
+	var out []any
+	for {
+		v, ok := iter.Next()
+		if !ok {
+			return out, nil
+		}
+		if err, ok := v.(error); ok {
+			if errors.Is(err, context.DeadlineExceeded) {
+				err = fmt.Errorf("did not finish within %v; simplify the expression", c.opts.Timeout)
+			}
+			return nil, c.evalErr(e, err)
+		}
+		if len(out) >= c.opts.MaxResults {
+			return nil, c.evalErr(e, fmt.Errorf("%w: more than %d values", errTooManyResults, c.opts.MaxResults))
+		}
+		out = append(out, v)
+	}
+}
+
+func (c *Compiled) evalErr(e *expr, err error) *EvalError {
+	return &EvalError{Field: e.field, Expression: e.src, Err: err}
+}
+
+// toJQ returns v in the value types gojq accepts (map[string]any, []any, int,
+// float64, *big.Int, string, bool, nil). Unstructured objects carry int64,
+// which gojq rejects. Subtrees that need no change are shared, not copied:
+// gojq never mutates its input, so sharing is safe and saves most of the
+// copying (metadata, strings) on every call.
+func toJQ(v any) any {
+	out, _ := toJQChanged(v)
+	return out
+}
+
+func toJQChanged(v any) (any, bool) {
+	switch v := v.(type) {
+	case map[string]any:
+		var out map[string]any
+		for k, x := range v {
+			if y, changed := toJQChanged(x); changed {
+				if out == nil {
+					out = maps.Clone(v)
+				}
+				out[k] = y
+			}
+		}
+		if out != nil {
+			return out, true
+		}
+		return v, false
+	case []any:
+		var out []any
+		for i, x := range v {
+			if y, changed := toJQChanged(x); changed {
+				if out == nil {
+					out = append([]any(nil), v...)
+				}
+				out[i] = y
+			}
+		}
+		if out != nil {
+			return out, true
+		}
+		return v, false
+	case int64:
+		if v >= math.MinInt && v <= math.MaxInt {
+			return int(v), true
+		}
+		return new(big.Int).SetInt64(v), true
+	case int32:
+		return int(v), true
+	case float32:
+		return float64(v), true
+	case json.Number:
+		if i, err := v.Int64(); err == nil {
+			return toJQChanged(i)
+		}
+		f, _ := v.Float64()
+		return f, true
+	case map[string]string:
+		m := make(map[string]any, len(v))
+		for k, x := range v {
+			m[k] = x
+		}
+		return m, true
+	case []string:
+		a := make([]any, len(v))
+		for i, x := range v {
+			a[i] = x
+		}
+		return a, true
+	}
+	return v, false
+}
+
+// render is a jq value as text: strings as they are, everything else as
+// JSON (so true is "true" and 2 is "2").
+func render(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case nil:
+		return "null"
+	case bool:
+		return strconv.FormatBool(v)
+	case int:
+		return strconv.Itoa(v)
+	case float64:
+		if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+			return strconv.FormatInt(int64(v), 10)
+		}
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// truthy is jq truth: everything but null and false.
+func truthy(v any) bool { return v != nil && v != false }
+
+// typeName is the jq type name of v, for messages.
+func typeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case int, float64, *big.Int:
+		return "number"
+	case string:
+		return "string"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	return fmt.Sprintf("%T", v)
+}

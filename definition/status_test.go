@@ -1,0 +1,92 @@
+package definition
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const statusKarta = `
+apiVersion: run.ai/v1alpha1
+kind: Karta
+metadata: {name: st}
+spec:
+  structureDefinition:
+    rootComponent:
+      name: app
+      kind: {group: example.com, version: v1, kind: App}
+      statusDefinition:
+        phaseDefinition: {path: .status.phase}
+        conditionsDefinition: {path: .status.conds, typeFieldName: kind, statusFieldName: ok, reasonFieldName: why}
+        statusMappings:
+          initializing: [{byPhase: pending}]
+          running:
+            - {byPhase: Running, byConditions: [{type: Ready, status: "True"}]}
+            - byExpression: {expression: .status.active, expectedResult: "3"}
+          failed: [{byConditions: [{type: Failed, status: "True", reason: Crash}]}]
+          degraded: [{byConditions: [{type: Ready, status: "False"}]}]
+          suspended: [{byExpression: {expression: ".spec.suspend // false", expectedResult: "true"}}]
+`
+
+func TestStatus(t *testing.T) {
+	tests := []struct {
+		name   string
+		status string
+		want   []ResourceStatus
+		phase  string
+	}{
+		{"nothing matches", "status: {}", []ResourceStatus{StatusUndefined}, ""},
+		{"phase case-insensitive", "status: {phase: Pending}", []ResourceStatus{StatusInitializing}, "Pending"},
+		{"phase and condition both needed", "status: {phase: Running}", []ResourceStatus{StatusUndefined}, "Running"},
+		{"phase and condition, boolean status", "status: {phase: Running, conds: [{kind: Ready, ok: true}]}", []ResourceStatus{StatusRunning}, "Running"},
+		{"second matcher ORed", "status: {active: 3}", []ResourceStatus{StatusRunning}, ""},
+		{"reason must match", "status: {conds: [{kind: Failed, ok: 'True', why: OOM}]}", []ResourceStatus{StatusUndefined}, ""},
+		{"several statuses in vocabulary order", "spec: {suspend: true}\nstatus: {conds: [{kind: Failed, ok: 'True', why: Crash}, {kind: Ready, ok: 'False'}]}",
+			[]ResourceStatus{StatusFailed, StatusDegraded, StatusSuspended}, ""},
+	}
+	c := compileT(t, statusKarta)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := c.Status(ctxT, objT(t, "apiVersion: example.com/v1\nkind: App\nmetadata: {name: a}\n"+tc.status))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, st.Statuses); diff != "" {
+				t.Errorf("statuses (-want, +got):\n%s", diff)
+			}
+			if st.Phase != tc.phase {
+				t.Errorf("phase %q, want %q", st.Phase, tc.phase)
+			}
+		})
+	}
+}
+
+func TestStatusConditionsAndErrors(t *testing.T) {
+	c := compileT(t, statusKarta)
+	st, err := c.Status(ctxT, objT(t, "apiVersion: v1\nkind: App\nmetadata: {name: a}\nstatus: {conds: [{kind: Ready, ok: 'True', why: Fine, message: hi}]}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]Condition{{Type: "Ready", Status: "True", Reason: "Fine", Message: "hi"}}, st.Conditions); diff != "" {
+		t.Errorf("conditions (-want, +got):\n%s", diff)
+	}
+	_, err = c.Status(ctxT, objT(t, "apiVersion: v1\nkind: App\nmetadata: {name: a}\nstatus: {conds: [1]}"))
+	if err == nil || !strings.Contains(err.Error(), "conditionsDefinition.path") {
+		t.Fatalf("error = %v", err)
+	}
+	// The jobset definition reads its conditions with default field names.
+	js := compileT(t, jobsetDef)
+	st, err = js.Status(ctxT, objT(t, jobsetObj))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]ResourceStatus{StatusRunning}, st.Statuses); diff != "" {
+		t.Errorf("jobset statuses (-want, +got):\n%s", diff)
+	}
+	// Without a statusDefinition, always Undefined.
+	st, err = compileT(t, minimal).Status(ctxT, objT(t, jobsetObj))
+	if err != nil || len(st.Statuses) != 1 || st.Statuses[0] != StatusUndefined {
+		t.Fatalf("got %v %v", st, err)
+	}
+}

@@ -1,0 +1,161 @@
+package definition
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func TestApplyTemplatePatch(t *testing.T) {
+	patch := TemplatePatch{SchedulerName: "muster", Labels: map[string]string{"new": "1", "role": "over"}, Annotations: map[string]string{"a": "b"}}
+	c := compileT(t, jobsetDef)
+	obj := objT(t, jobsetObj)
+	before := obj.DeepCopy()
+	out, err := c.ApplyTemplatePatch(ctxT, obj, patch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(before.Object, obj.Object); diff != "" {
+		t.Fatalf("input changed:\n%s", diff)
+	}
+	jobs, _, _ := unstructured.NestedSlice(out.Object, "spec", "replicatedJobs")
+	for i, j := range jobs {
+		tpl, _, _ := unstructured.NestedMap(j.(map[string]any), "template", "spec", "template")
+		if name, _, _ := unstructured.NestedString(tpl, "spec", "schedulerName"); name != "muster" {
+			t.Errorf("job %d: schedulerName %q", i, name)
+		}
+		labels, _, _ := unstructured.NestedStringMap(tpl, "metadata", "labels")
+		if labels["new"] != "1" || labels["role"] != "over" {
+			t.Errorf("job %d: labels %v", i, labels)
+		}
+		ann, _, _ := unstructured.NestedStringMap(tpl, "metadata", "annotations")
+		if ann["a"] != "b" {
+			t.Errorf("job %d: annotations %v", i, ann)
+		}
+	}
+	// Round trip: undoing the writes gives the original back, so nothing
+	// else (unknown fields, numbers, status) changed.
+	for i, j := range jobs {
+		tpl := j.(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["template"].(map[string]any)
+		delete(tpl["spec"].(map[string]any), "schedulerName")
+		md := tpl["metadata"].(map[string]any)
+		delete(md, "annotations")
+		l := md["labels"].(map[string]any)
+		delete(l, "new")
+		delete(l, "role")
+		if i == 0 {
+			l["role"] = "leader" // the only label the object had
+		}
+		if len(l) == 0 {
+			delete(md, "labels")
+		}
+		if len(md) == 0 {
+			delete(tpl, "metadata")
+		}
+	}
+	_ = unstructured.SetNestedSlice(out.Object, jobs, "spec", "replicatedJobs")
+	if diff := cmp.Diff(before.Object, out.Object); diff != "" {
+		t.Errorf("round trip (-want, +got):\n%s", diff)
+	}
+	// The patched object still reads the same way.
+	g, err := c.GangForPod(ctxT, out, podT("p", "jobset.sigs.k8s.io/jobset-name=train", "jobset.sigs.k8s.io/replicatedjob-name=workers"))
+	if err != nil || g.MinMember != 3 {
+		t.Fatalf("after patch: %v %v", g, err)
+	}
+}
+
+func TestApplyTemplatePatchShapes(t *testing.T) {
+	patch := TemplatePatch{SchedulerName: "muster", Labels: map[string]string{"l": "v"}}
+	tests := []struct {
+		name, def, obj string
+		check          func(t *testing.T, u *unstructured.Unstructured)
+		wantErr        string
+	}{
+		{"fragmented", fragDef, fragObj, func(t *testing.T, u *unstructured.Unstructured) {
+			if s, _, _ := unstructured.NestedString(u.Object, "spec", "scheduler"); s != "muster" {
+				t.Errorf("scheduler %q", s)
+			}
+			l, _, _ := unstructured.NestedStringMap(u.Object, "spec", "podLabels")
+			if l["l"] != "v" || l["team"] != "a" {
+				t.Errorf("labels %v: merged, none dropped", l)
+			}
+			if k, _, _ := unstructured.NestedBool(u.Object, "spec", "somethingElse", "kept"); !k {
+				t.Error("unknown field lost")
+			}
+		}, ""},
+		{"pod spec and metadata", podSpecDef, "apiVersion: example.com/v1\nkind: Split\nmetadata: {name: s}\nspec: {pod: {containers: [{name: c}]}}", func(t *testing.T, u *unstructured.Unstructured) {
+			if s, _, _ := unstructured.NestedString(u.Object, "spec", "pod", "schedulerName"); s != "muster" {
+				t.Errorf("scheduler %q", s)
+			}
+			if l, _, _ := unstructured.NestedString(u.Object, "spec", "podMetadata", "labels", "l"); l != "v" {
+				t.Errorf("label %q", l)
+			}
+		}, ""},
+		{"a template that is not there is not created", rayDef, strings.Split(rayObj, "  workerGroupSpecs:")[0], func(t *testing.T, u *unstructured.Unstructured) {
+			if _, found, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "workerGroupSpecs"); found {
+				t.Error("created worker groups")
+			}
+			if s, _, _ := unstructured.NestedString(u.Object, "spec", "headGroupSpec", "template", "spec", "schedulerName"); s != "muster" {
+				t.Errorf("head scheduler %q", s)
+			}
+		}, ""},
+		{"alternative is not a simple path", lwsDef, lwsObj, nil, `component "leader"`},
+		{"labels need a metadata path", strings.Replace(podSpecDef, ", metadataPath: .spec.podMetadata", "", 1),
+			"apiVersion: example.com/v1\nkind: Split\nmetadata: {name: s}\nspec: {pod: {containers: [{name: c}]}}", nil, "no metadataPath"},
+		{"nothing half-written when a leaf cannot be set", podSpecDef,
+			"apiVersion: example.com/v1\nkind: Split\nmetadata: {name: s}\nspec: {pod: {containers: [{name: c}]}, podMetadata: {labels: 3}}", nil, "not an object"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := compileT(t, tc.def)
+			obj := objT(t, tc.obj)
+			before := obj.DeepCopy()
+			out, err := c.ApplyTemplatePatch(ctxT, obj, patch)
+			if diff := cmp.Diff(before.Object, obj.Object); diff != "" {
+				t.Fatalf("input changed:\n%s", diff)
+			}
+			if tc.wantErr != "" {
+				if !errors.Is(err, ErrNotWritable) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error = %v, want ErrNotWritable with %q", err, tc.wantErr)
+				}
+				if out != nil {
+					t.Fatal("returned an object with the error")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, out)
+		})
+	}
+}
+
+func TestSimplePathReason(t *testing.T) {
+	for _, tc := range []struct {
+		src      string
+		writable bool
+	}{
+		{".spec.template", true},
+		{`.spec.replicatedJobs[].template.spec.template`, true},
+		{`.spec.list[] | select(.name == "x") | .template`, true},
+		{`.spec["a b"].c[0]`, true},
+		{`.a, .b`, true},
+		{`first(.spec.items[])`, true},
+		{`.a // .b`, false},
+		{`.a + 1`, false},
+		{`{a: 1}`, false},
+		{`def f: .a; f`, false},
+	} {
+		e, fe := compileJQ(nil, tc.src)
+		if fe != nil {
+			t.Fatal(fe)
+		}
+		if got := simplePathReason(e.query) == ""; got != tc.writable {
+			t.Errorf("%s: writable %v, want %v", tc.src, got, tc.writable)
+		}
+	}
+}
