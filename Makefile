@@ -53,5 +53,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 30s ./definition
 	$(GO) test -run '^$$' -fuzz FuzzEvaluate -fuzztime 30s ./definition
 
+## catalog-docs: render catalog/README.md from the definitions' summary annotations
+catalog-docs:
+	$(GO) run ./catalog/cmd/catalogdocs -o catalog/README.md
+
 clean:
 	rm -rf $(BIN)

@@ -1,0 +1,100 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+// mergePatch applies a JSON merge patch (RFC 7386) to doc.
+func mergePatch(doc, patch map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range doc {
+		out[k] = v
+	}
+	for k, v := range patch {
+		if v == nil {
+			delete(out, k)
+			continue
+		}
+		pm, ok := v.(map[string]any)
+		dm, ok2 := out[k].(map[string]any)
+		if ok && ok2 {
+			out[k] = mergePatch(dm, pm)
+		} else {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// TestMinMemberRules checks the relaxations each definition's comment
+// promises, as merge patches on the type's fixture object, with the
+// expected plans derived by hand.
+func TestMinMemberRules(t *testing.T) {
+	tests := []struct {
+		name, fixture, patch string
+		want                 string // GangPlans as "<gang>:<instances>x<minMember>"
+	}{
+		{"jobset as written", "jobset", `{}`, "jobset:1x3"},
+		// InOrder: JobSet creates workers only once the leader is ready.
+		{"jobset InOrder counts the first replicated job", "jobset", `{"spec":{"startupPolicy":{"startupPolicyOrder":"InOrder"}}}`, "jobset:1x1"},
+		{"jobset parallelism x replicas", "jobset", `{"spec":{"replicatedJobs":[{"name":"w","replicas":3,"template":{"spec":{"parallelism":4,"template":{"spec":{"containers":[{"name":"c"}]}}}}}]}}`, "jobset:1x12"},
+		{"jobset completions cap parallelism", "jobset", `{"spec":{"replicatedJobs":[{"name":"w","replicas":2,"template":{"spec":{"parallelism":4,"completions":2,"template":{"spec":{"containers":[{"name":"c"}]}}}}}]}}`, "jobset:1x4"},
+		{"workload min-member annotation", "jobset", `{"metadata":{"annotations":{"muster.io/min-member":"2"}}}`, "jobset:1x2"},
+		{"workload opt-out", "jobset", `{"metadata":{"annotations":{"muster.io/gang":"off"}}}`, ""},
+		// schedulingPolicy.minAvailable 2 of 4: master 1 + 1 worker.
+		{"pytorchjob minAvailable", "pytorchjob", `{"spec":{"runPolicy":{"schedulingPolicy":{"minAvailable":2}}}}`, "pytorchjob:1x2"},
+		// Elastic: master 1 + worker minReplicas 1.
+		{"pytorchjob elastic", "pytorchjob", `{"spec":{"elasticPolicy":{"minReplicas":1,"maxReplicas":3}}}`, "pytorchjob:1x2"},
+		{"pytorchjob minAvailable wins over elastic", "pytorchjob", `{"spec":{"elasticPolicy":{"minReplicas":1},"runPolicy":{"schedulingPolicy":{"minAvailable":4}}}}`, "pytorchjob:1x4"},
+		// AtStartup: the launcher is created with the workers and counts.
+		{"mpijob AtStartup", "mpijob", `{"spec":{"launcherCreationPolicy":"AtStartup"}}`, "mpijob:1x3"},
+		{"mpijob minAvailable with WaitForWorkersReady", "mpijob", `{"spec":{"runPolicy":{"schedulingPolicy":{"minAvailable":1}}}}`, "mpijob:1x1"},
+		{"trainjob numNodes", "trainjob", `{"spec":{"trainer":{"numNodes":8}}}`, "trainer:1x8"},
+		{"trainjob numNodes left to the runtime", "trainjob", `{"spec":{"trainer":{"numNodes":null}}}`, "trainer:1x1"},
+		// Autoscaling: head 1 + gpu minReplicas 1 + mh 0 x 2 + spare 0.
+		{"raycluster autoscaling uses minReplicas", "raycluster", `{"spec":{"enableInTreeAutoscaling":true}}`, "raycluster:1x2"},
+		{"rayjob autoscaling", "rayjob", `{"spec":{"rayClusterSpec":{"enableInTreeAutoscaling":true}}}`, "raycluster:1x3"},
+		// LeaderReady: workers come after the leader is ready.
+		{"lws LeaderReady", "leaderworkerset", `{"spec":{"startupPolicy":"LeaderReady"}}`, "group:2x1"},
+		{"lws without leaderTemplate", "leaderworkerset", `{"spec":{"leaderWorkerTemplate":{"leaderTemplate":null}}}`, "group:2x4"},
+		// prefill minAvailable 2: frontend 1 + 2 x (1 + 2) = 7.
+		{"grove scaling group minAvailable", "podcliqueset", `{"spec":{"template":{"podCliqueScalingGroups":[{"name":"prefill","cliqueNames":["pleader","pworker"],"replicas":2,"minAvailable":2}]}}}`, "replica:2x7"},
+		// multinode {} defaults nodeCount to 2, as the CRD does.
+		{"dynamo nodeCount default", "dynamographdeployment", `{"spec":{"services":{"decode":{"multinode":{"nodeCount":null}}}}}`, "multinode-replica:2x2"},
+		{"dynamo nodeCount 4", "dynamographdeployment", `{"spec":{"services":{"decode":{"multinode":{"nodeCount":4}}}}}`, "multinode-replica:2x4"},
+		{"dynamo all single-node", "dynamographdeployment", `{"spec":{"services":{"decode":{"multinode":null}}}}`, ""},
+	}
+	reg := newTestRegistry(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e, ok := reg.Get(tt.fixture)
+			if !ok {
+				t.Fatalf("no definition %s", tt.fixture)
+			}
+			obj := readDocs(t, filepath.Join("testdata", tt.fixture, "object.yaml"))[0]
+			var patch map[string]any
+			if err := yaml.Unmarshal([]byte(tt.patch), &patch); err != nil {
+				t.Fatal(err)
+			}
+			u := &unstructured.Unstructured{Object: mergePatch(obj, patch)}
+			plans, err := e.Compiled.GangPlans(context.Background(), u)
+			if err != nil {
+				t.Fatalf("GangPlans: %v", err)
+			}
+			var got []string
+			for _, p := range plans {
+				got = append(got, fmt.Sprintf("%s:%dx%d", p.Definition, p.Instances, p.MinMember))
+			}
+			if g := strings.Join(got, ","); g != tt.want {
+				t.Errorf("plans = %q, want %q", g, tt.want)
+			}
+		})
+	}
+}
