@@ -1,0 +1,395 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// renderDescription writes the table view of one workload.
+func renderDescription(w io.Writer, p painter, d *Description, wide bool) error {
+	hdr := &table{}
+	kind := d.Kind
+	if d.APIVersion != "" {
+		kind += " (" + d.APIVersion + ")"
+	}
+	hdr.add(plain("Name:"), painted(d.Name, p.bold(d.Name)))
+	if d.Namespace != "" {
+		hdr.addPlain("Namespace:", d.Namespace)
+	}
+	hdr.addPlain("Kind:", kind)
+	def := d.Definition + " (" + d.DefinitionOrigin
+	if d.DefinitionSource != "" {
+		def += ": " + d.DefinitionSource
+	}
+	hdr.addPlain("Definition:", def+")")
+	if d.Age != "" {
+		hdr.addPlain("Age:", d.Age)
+	}
+	phases := make([]string, len(d.Phases))
+	for i, ph := range d.Phases {
+		phases[i] = p.status(ph)
+	}
+	ph := strings.Join(phases, ", ")
+	plainPh := strings.Join(d.Phases, ", ")
+	if d.Phase != "" && !contains(d.Phases, d.Phase) {
+		ph += " (phase " + d.Phase + ")"
+		plainPh += " (phase " + d.Phase + ")"
+	}
+	hdr.add(plain("Status:"), painted(plainPh, ph))
+	hdr.addPlain("Pods:", podsSummary(d))
+	hdr.addPlain("GPUs:", fmt.Sprintf("%d", d.Totals.GPUs))
+	if err := hdr.write(w); err != nil {
+		return err
+	}
+	if len(d.Conditions) > 0 && wide {
+		fmt.Fprintln(w, "\nConditions:")
+		t := &table{indent: "  "}
+		t.addPlain("TYPE", "STATUS", "REASON", "MESSAGE")
+		for _, c := range d.Conditions {
+			t.addPlain(c.Type, c.Status, c.Reason, c.Message)
+		}
+		_ = t.write(w)
+	}
+
+	fmt.Fprintln(w, "\nComponents:")
+	t := &table{indent: "  "}
+	head := []string{"NAME", "READY", "GPUS", "NODE", "STATUS"}
+	if !d.Live {
+		head[1] = "PODS"
+	}
+	if wide {
+		head = append(head, "GANG", "REPLICA", "RESTARTS")
+	}
+	head = append(head, "REASON")
+	t.addPlain(head...)
+	gangReasons := map[string]string{}
+	for _, g := range d.Gangs {
+		if g.Reason != "" {
+			gangReasons[g.Name] = g.Reason
+		}
+	}
+	renderTree(t, p, d, wide, gangReasons)
+	if err := t.write(w); err != nil {
+		return err
+	}
+
+	if len(d.Unmatched) > 0 {
+		fmt.Fprintf(w, "\n%s\n", p.bad(fmt.Sprintf("Pods no component selects (%d): check the definition's podSelector", len(d.Unmatched))))
+		t := &table{indent: "  "}
+		for _, u := range d.Unmatched {
+			t.addPlain(u.Name, u.Reason)
+		}
+		_ = t.write(w)
+	}
+
+	if len(d.Gangs) > 0 {
+		fmt.Fprintln(w, "\nGangs:")
+		t := &table{indent: "  "}
+		t.addPlain("NAME", "MIN-MEMBER", "BOUND", "PHASE", "MIN-RESOURCES", "REASON")
+		for _, g := range d.Gangs {
+			reason := g.Reason
+			t.add(plain(g.Name), plain(fmt.Sprint(g.MinMember)), plain(fmt.Sprintf("%d/%d", g.Bound, g.MinMember)),
+				painted(g.Phase, p.status(g.Phase)), plain(resourceString(g.MinResources)), painted(reason, p.bad(reason)))
+		}
+		_ = t.write(w)
+	}
+	if len(d.Plans) > 0 {
+		fmt.Fprintln(w, "\nGang plan (from the spec):")
+		t := &table{indent: "  "}
+		t.addPlain("DEFINITION", "INSTANCES", "MIN-MEMBER", "MEMBERS", "MIN-RESOURCES", "TOPOLOGY")
+		for _, pl := range d.Plans {
+			topo := ""
+			if pl.TopologyRequired != "" {
+				topo = "required " + pl.TopologyRequired
+			} else if pl.TopologyPreferred != "" {
+				topo = "preferred " + pl.TopologyPreferred
+			}
+			t.addPlain(pl.Definition, fmt.Sprint(pl.Instances), fmt.Sprint(pl.MinMember), strings.Join(pl.Members, ", "), resourceString(pl.MinResources), topo)
+		}
+		_ = t.write(w)
+	} else if len(d.Gangs) == 0 {
+		fmt.Fprintln(w, "\nGangs: none (the definition has no gang instruction, or the workload opted out)")
+	}
+
+	fmt.Fprintln(w, "\nResources:")
+	rt := &table{indent: "  "}
+	rt.addPlain("COMPONENT", "REPLICAS", "GPU", "CPU", "MEMORY")
+	for _, c := range d.Components {
+		if !c.HasPods {
+			continue
+		}
+		if len(c.Instances) > 1 {
+			// One row per instance: a leader and its workers differ.
+			for _, in := range c.Instances {
+				n := in.Pods.Desired
+				rt.addPlain(c.Name+"/"+in.ID, fmt.Sprint(n), fmt.Sprint(in.GPUs), formatCPU(in.CPUMillisPerPod*n), formatMemory(in.MemoryBytesPerPod*n))
+			}
+			continue
+		}
+		rt.addPlain(c.Name, fmt.Sprint(c.Replicas), fmt.Sprint(c.GPUs), formatCPU(c.CPUMillis), formatMemory(c.MemoryBytes))
+	}
+	tot := d.Totals
+	rt.add(painted("TOTAL", p.bold("TOTAL")), plain(fmt.Sprint(tot.Pods)), plain(fmt.Sprint(tot.GPUs)), plain(formatCPU(tot.CPUMillis)), plain(formatMemory(tot.MemoryBytes)))
+	if err := rt.write(w); err != nil {
+		return err
+	}
+	if len(d.Warnings) > 0 {
+		fmt.Fprintln(w, "\nWarnings:")
+		for _, s := range d.Warnings {
+			fmt.Fprintf(w, "  %s\n", s)
+		}
+	}
+	return nil
+}
+
+func podsSummary(d *Description) string {
+	t := d.Totals
+	switch {
+	case d.Live:
+		return fmt.Sprintf("%d/%d ready, %d bound (%d found)", t.ReadyPods, t.Pods, t.BoundPods, t.ObservedPods)
+	case t.ObservedPods > 0:
+		return fmt.Sprintf("%d desired, %d given with --pods", t.Pods, t.ObservedPods)
+	}
+	s := fmt.Sprintf("%d desired", t.Pods)
+	if t.MinPods != t.Pods {
+		s += fmt.Sprintf(" (min %d)", t.MinPods)
+	}
+	return s
+}
+
+// renderTree adds the components → instances → pods rows.
+func renderTree(t *table, p painter, d *Description, wide bool, gangReasons map[string]string) {
+	children := map[string][]int{}
+	var roots []int
+	names := map[string]bool{}
+	for _, c := range d.Components {
+		names[c.Name] = true
+	}
+	for i, c := range d.Components {
+		if c.Parent == "" || !names[c.Parent] {
+			roots = append(roots, i)
+		} else {
+			children[c.Parent] = append(children[c.Parent], i)
+		}
+	}
+	cols := 5
+	if wide {
+		cols = 8
+	}
+	row := func(prefix, name string, shown string, rest ...cell) {
+		cells := []cell{painted(prefix+name, prefix+shown)}
+		cells = append(cells, rest...)
+		for len(cells) < cols {
+			cells = append(cells, plain(""))
+		}
+		t.add(cells...)
+	}
+	var walk func(ci int, prefix, childPrefix string)
+	walk = func(ci int, prefix, childPrefix string) {
+		c := d.Components[ci]
+		label := c.Name
+		if c.Kind != "" {
+			label += " (" + c.Kind[strings.LastIndex(c.Kind, "/")+1:] + ")"
+		}
+		ready, gpus := "", ""
+		if c.HasPods {
+			ready = fmt.Sprintf("%d/%d", c.Pods.Ready, c.Pods.Desired)
+			if !d.Live {
+				ready = plural(c.Pods.Desired, "pod")
+			}
+			gpus = fmt.Sprint(c.GPUs)
+		} else if c.Replicas > 1 {
+			ready = fmt.Sprintf("×%d", c.Replicas)
+		}
+		readyShown := ready
+		if d.Live && c.HasPods && c.Pods.Ready < c.Pods.Desired {
+			readyShown = p.paint(ansiYellow, ready)
+		}
+		row(prefix, label, p.bold(label), painted(ready, readyShown), plain(gpus))
+
+		type node struct {
+			kind int // 0 instance, 1 component
+			idx  int
+		}
+		var nodes []node
+		showInstances := len(c.Instances) > 1 || (len(c.Instances) == 1 && c.Instances[0].ID != "")
+		if showInstances {
+			for i := range c.Instances {
+				nodes = append(nodes, node{0, i})
+			}
+		}
+		for _, k := range children[c.Name] {
+			nodes = append(nodes, node{1, k})
+		}
+		// Pods of a single-instance component hang off the component.
+		var pods []PodView
+		omitted := 0
+		if !showInstances && len(c.Instances) == 1 {
+			pods, omitted = c.Instances[0].Items, c.Instances[0].Omitted
+		}
+		total := len(pods) + len(nodes)
+		if omitted > 0 {
+			total++
+		}
+		n := 0
+		branch := func() (string, string) {
+			n++
+			if n == total {
+				return childPrefix + "└─ ", childPrefix + "   "
+			}
+			return childPrefix + "├─ ", childPrefix + "│  "
+		}
+		for _, pv := range pods {
+			b, _ := branch()
+			podRow(t, p, b, pv, wide, gangReasons)
+		}
+		if omitted > 0 {
+			b, _ := branch()
+			row(b, fmt.Sprintf("… %d more pods (--pod-limit 0 shows all)", omitted), p.dim(fmt.Sprintf("… %d more pods (--pod-limit 0 shows all)", omitted)))
+		}
+		for _, nd := range nodes {
+			b, cp := branch()
+			if nd.kind == 1 {
+				walk(nd.idx, b, cp)
+				continue
+			}
+			inst := c.Instances[nd.idx]
+			lbl := "instance " + inst.ID
+			r, g := "", ""
+			if c.HasPods {
+				r = fmt.Sprintf("%d/%d", inst.Pods.Ready, inst.Pods.Desired)
+				if !d.Live {
+					r = plural(inst.Pods.Desired, "pod")
+				}
+				g = fmt.Sprint(inst.GPUs)
+			}
+			row(b, lbl, lbl, plain(r), plain(g))
+			m := 0
+			tot := len(inst.Items)
+			if inst.Omitted > 0 {
+				tot++
+			}
+			for _, pv := range inst.Items {
+				m++
+				pb := cp + "├─ "
+				if m == tot {
+					pb = cp + "└─ "
+				}
+				podRow(t, p, pb, pv, wide, gangReasons)
+			}
+			if inst.Omitted > 0 {
+				s := fmt.Sprintf("… %d more pods (--pod-limit 0 shows all)", inst.Omitted)
+				row(cp+"└─ ", s, p.dim(s))
+			}
+		}
+	}
+	for _, r := range roots {
+		walk(r, "", "")
+	}
+}
+
+func podRow(t *table, p painter, prefix string, pv PodView, wide bool, gangReasons map[string]string) {
+	// A gang's pods share the scheduler's message; say it once, under Gangs.
+	if gr := gangReasons[pv.Gang]; gr != "" && strings.HasSuffix(pv.Reason, gr) {
+		pv.Reason = strings.TrimSuffix(strings.TrimSuffix(pv.Reason, gr), ": ") + " (gang " + pv.Gang + ", see Gangs)"
+	}
+	ready := "no"
+	if pv.Ready {
+		ready = "yes"
+	}
+	if pv.Phase == "" {
+		ready = "-"
+	}
+	cells := []cell{plain(prefix + pv.Name), painted(ready, p.status(ready)), plain(fmt.Sprint(pv.GPUs)), plain(pv.Node), painted(pv.Phase, p.status(pv.Phase))}
+	if wide {
+		cells = append(cells, plain(pv.Gang), plain(pv.Replica), plain(fmt.Sprint(pv.Restarts)))
+	}
+	cells = append(cells, painted(pv.Reason, p.bad(pv.Reason)))
+	t.add(cells...)
+}
+
+func resourceString(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + m[k]
+	}
+	return strings.Join(parts, ", ")
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// renderWorkloads writes the table of "muster get".
+func renderWorkloads(w io.Writer, p painter, rows []WorkloadRow, allNamespaces, wide bool) error {
+	t := &table{}
+	var head []string
+	if allNamespaces {
+		head = append(head, "NAMESPACE")
+	}
+	head = append(head, "KIND", "NAME", "STATUS", "PODS", "GPUS", "GANGS", "AGE")
+	if wide {
+		head = append(head, "DEFINITION", "NODES")
+	}
+	t.addPlain(head...)
+	for _, r := range rows {
+		var cells []cell
+		if allNamespaces {
+			cells = append(cells, plain(r.Namespace))
+		}
+		status := strings.Join(r.Phases, ",")
+		shown := make([]string, len(r.Phases))
+		for i, ph := range r.Phases {
+			shown[i] = p.status(ph)
+		}
+		shownStatus := strings.Join(shown, ",")
+		if r.Error != "" {
+			status, shownStatus = "Error", p.bad("Error")
+		}
+		gangs := "-"
+		if r.Gangs > 0 {
+			gangs = fmt.Sprintf("%d/%d", r.GangsBound, r.Gangs)
+		}
+		age := r.Age
+		if age == "" {
+			age = "<unknown>"
+		}
+		cells = append(cells, plain(r.Kind), plain(r.Name), painted(status, shownStatus),
+			plain(fmt.Sprintf("%d/%d", r.ReadyPods, r.Pods)), plain(fmt.Sprint(r.GPUs)), plain(gangs), plain(age))
+		if wide {
+			cells = append(cells, plain(r.Definition), plain(nodeList(r.Nodes)))
+		}
+		t.add(cells...)
+	}
+	return t.write(w)
+}
+
+// nodeList shows up to three nodes and a count of the rest.
+func nodeList(nodes []string) string {
+	if len(nodes) == 0 {
+		return "<none>"
+	}
+	if len(nodes) <= 3 {
+		return strings.Join(nodes, ",")
+	}
+	return strings.Join(nodes[:3], ",") + fmt.Sprintf(",+%d", len(nodes)-3)
+}
+
+func plural(n int64, word string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, word)
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}

@@ -1,0 +1,210 @@
+// Package cli implements the muster command: describe, get, validate,
+// definitions, version and shell completion. Every command follows the
+// kubectl shape (an Options struct with Complete, Validate and Run, and
+// injected IOStreams) and returns errors instead of exiting, so tests run
+// the commands in-process; Main turns the error into one "error: …" line
+// and an exit code (errors.go).
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/klog/v2"
+)
+
+// Main runs the muster command line args (without the program name) and
+// returns the exit code. It never panics on user input and never prints a
+// stack trace: a panic below is reported as an internal error.
+func Main(ctx context.Context, args []string, streams genericiooptions.IOStreams) int {
+	// client-go logs discovery failures through klog; the CLI reports
+	// errors itself, as one line, so keep klog quiet.
+	klog.LogToStderr(false)
+	klog.SetOutput(io.Discard)
+	return Run(ctx, NewEnv(streams), args)
+}
+
+// Run is Main on a prepared Env; tests use it with fake clusters.
+func Run(ctx context.Context, env *Env, args []string) (code int) {
+	streams := env.Streams
+	cmd := NewRootCommand(env)
+	cmd.SetArgs(args)
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(streams.ErrOut, "error: internal error: %v (please report it)\n", r)
+			code = ExitInvalid
+		}
+	}()
+	err := cmd.ExecuteContext(ctx)
+	if err != nil {
+		fmt.Fprintf(streams.ErrOut, "error: %s\n", oneLine(err.Error()))
+	}
+	return ExitCode(err)
+}
+
+// Env is what every command shares: streams, cluster flags, output
+// preferences, and the way to reach a cluster. Tests replace NewCluster and
+// Now to run commands against fake clients and a fixed clock.
+type Env struct {
+	Streams     genericiooptions.IOStreams
+	ConfigFlags *genericclioptions.ConfigFlags
+
+	// Color is auto, always or never (--color).
+	Color string
+	// GPUResources are the resource names counted as GPUs (--gpu-resource).
+	GPUResources []string
+
+	// NewCluster builds the cluster clients; nil means from ConfigFlags.
+	NewCluster func() (*Cluster, error)
+	// Now is the clock used for ages.
+	Now func() time.Time
+	// Getenv reads the environment (NO_COLOR).
+	Getenv func(string) string
+
+	cluster    *Cluster
+	clusterErr error
+}
+
+// NewEnv returns an Env reading kubeconfig through the standard
+// cli-runtime flags.
+func NewEnv(streams genericiooptions.IOStreams) *Env {
+	return &Env{
+		Streams:     streams,
+		ConfigFlags: genericclioptions.NewConfigFlags(true).WithDiscoveryBurst(300).WithDiscoveryQPS(50),
+		Color:       "auto",
+		Now:         time.Now,
+		Getenv:      os.Getenv,
+	}
+}
+
+// Cluster returns the cluster clients, built once.
+func (e *Env) Cluster() (*Cluster, error) {
+	if e.cluster == nil && e.clusterErr == nil {
+		if e.NewCluster != nil {
+			e.cluster, e.clusterErr = e.NewCluster()
+		} else {
+			e.cluster, e.clusterErr = newClusterFromFlags(e.ConfigFlags)
+		}
+	}
+	return e.cluster, e.clusterErr
+}
+
+const rootLong = `muster shows any Kubernetes workload as its roles, GPUs, nodes and gangs.
+
+A workload definition (a Karta, run.ai/v1alpha1) tells muster where a workload
+type keeps its roles, pod templates, replica counts and status, and how its pods
+form gangs. muster embeds definitions for common AI frameworks and reads the
+cluster's own Karta objects too (the cluster's definition wins for a kind).
+
+It is also a kubectl plugin: installed as kubectl-muster, run "kubectl muster …".`
+
+const rootExample = `  # See a JobSet as its roles, pods, GPUs, nodes and gang
+  muster describe jobset/trainer -n team-a
+
+  # The same from a manifest, offline, with the gangs the pod-grouper would create
+  muster describe -f trainer.yaml
+
+  # Every top-level workload of every defined kind in all namespaces
+  muster get -A
+
+  # Check a definition you are writing against the CRD it targets
+  muster validate my-definition.yaml --crd crd.yaml`
+
+// NewRootCommand builds the muster command tree on env.
+func NewRootCommand(env *Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:           "muster",
+		Short:         "See AI workloads as roles, GPUs, nodes and gangs",
+		Long:          rootLong + "\n\n" + exitCodesHelp,
+		Example:       rootExample,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		// Suggest "describe" for "descibe".
+		SuggestionsMinimumDistance: 2,
+		// Args on the root turns an unknown command into a usage error
+		// (exit 2) with cobra's suggestions, instead of a plain error.
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
+			}
+			msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += fmt.Sprintf("; did you mean %q?", s[0])
+			}
+			return usageErrorf("%s (see %q)", msg, "muster --help")
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cmd.Help()
+		},
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			switch env.Color {
+			case "auto", "always", "never":
+			default:
+				return usageErrorf("--color must be auto, always or never, not %q", env.Color)
+			}
+			for _, r := range env.GPUResources {
+				if r == "" || strings.ContainsAny(r, " \t,") {
+					return usageErrorf("--gpu-resource %q is not a resource name", r)
+				}
+			}
+			return nil
+		},
+	}
+	cmd.SetIn(env.Streams.In)
+	cmd.SetOut(env.Streams.Out)
+	cmd.SetErr(env.Streams.ErrOut)
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageErrorf("%v (see %q)", err, c.CommandPath()+" --help")
+	})
+
+	flags := cmd.PersistentFlags()
+	env.ConfigFlags.AddFlags(flags)
+	flags.StringVar(&env.Color, "color", env.Color, "Colorize output: auto (only on a terminal, and not when NO_COLOR is set), always or never")
+	flags.StringSliceVar(&env.GPUResources, "gpu-resource", nil, "Resource names counted as GPUs (default nvidia.com/gpu,amd.com/gpu); repeat or comma-separate")
+
+	cmd.AddCommand(
+		NewCmdDescribe(env),
+		NewCmdGet(env),
+		NewCmdValidate(env),
+		NewCmdDefinitions(env),
+		NewCmdVersion(env),
+	)
+	registerFlagCompletions(cmd, env)
+	return cmd
+}
+
+// errWriter is where warnings go: one "warning: …" line each.
+func (e *Env) warnf(format string, args ...any) {
+	fmt.Fprintf(e.Streams.ErrOut, "warning: %s\n", oneLine(fmt.Sprintf(format, args...)))
+}
+
+// readInput reads a named file, or standard input for "-".
+func (e *Env) readInput(name string) ([]byte, error) {
+	if name == "-" {
+		if e.Streams.In == nil {
+			return nil, usageErrorf("cannot read standard input")
+		}
+		data, err := io.ReadAll(e.Streams.In)
+		if err != nil {
+			return nil, usageErrorf("read standard input: %v", err)
+		}
+		return data, nil
+	}
+	data, err := os.ReadFile(name)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return nil, usageErrorf("cannot read %s: %v", name, pe.Err)
+		}
+		return nil, usageErrorf("cannot read %s: %v", name, err)
+	}
+	return data, nil
+}
