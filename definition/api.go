@@ -40,7 +40,7 @@ var DefaultGPUResourceNames = []corev1.ResourceName{"nvidia.com/gpu", "amd.com/g
 
 // Options tune compilation and evaluation.
 type Options struct {
-	// Timeout bounds one evaluation of one expression (default 100ms).
+	// Timeout bounds one evaluation of one expression (default 1s).
 	Timeout time.Duration
 	// MaxResults caps the values one expression may yield (default 10000).
 	MaxResults int
@@ -174,6 +174,9 @@ type Compiled struct {
 	// parsePerCall makes every evaluation parse and compile its expression
 	// again; only the benchmark sets it, to show what compiling once saves.
 	parsePerCall bool
+
+	// podNeeds is what the pod-side expressions can read of a pod.
+	podNeeds *podNeeds
 
 	cache   planCache
 	lastPod atomic.Pointer[podMemo]

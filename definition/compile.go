@@ -10,9 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// Defaults of Options.
+// Defaults of Options. The timeout guards against runaway expressions; it
+// is not a latency goal: a label lookup takes microseconds, but a starved
+// goroutine on a loaded node can wait far longer than that for a CPU.
 const (
-	DefaultTimeout    = 100 * time.Millisecond
+	DefaultTimeout    = time.Second
 	DefaultMaxResults = 10000
 )
 
@@ -146,7 +148,10 @@ func compileJQ(fp *field.Path, src string) (*expr, *field.Error) {
 	if err != nil {
 		return nil, field.Invalid(fp, src, "jq expression does not compile: "+err.Error())
 	}
-	return &expr{field: fp.String(), src: src, query: q, code: code}, nil
+	e := &expr{field: fp.String(), src: src, query: q, code: code}
+	e.keys, e.simple = constPath(q)
+	e.pod = podFieldOf(e.keys, e.simple)
+	return e, nil
 }
 
 // writeKind is what write-back sets.
@@ -207,5 +212,6 @@ func build(k *Karta, opts Options) (*Compiled, field.ErrorList) {
 	if len(b.errs) > 0 {
 		return nil, b.errs
 	}
+	b.c.computePodNeeds()
 	return b.c, nil
 }

@@ -9,9 +9,10 @@
 // errors naming the field path). Compile validates it (Validate returns the
 // same list of *field.Error) and compiles every jq expression once; the
 // *Compiled is safe for concurrent use and never parses again. Each
-// evaluation of an expression runs under Options.Timeout (default 100ms) and
-// stops after Options.MaxResults values (default 10000), so a runaway
-// expression returns an error instead of hanging. Expressions may only read:
+// evaluation of an expression runs under Options.Timeout (default 1s, a
+// guard against runaway expressions rather than a latency goal) and stops
+// after Options.MaxResults values (default 10000), so a runaway expression
+// returns an error instead of hanging. Expressions may only read:
 // assignments, del, setpath, delpaths, .., recurse, walk, paths, leaf_paths,
 // range, repeat and anything that reaches outside the document (env, $ENV,
 // input, inputs, debug, stderr, input_filename, halt, halt_error, $__loc__)
@@ -100,4 +101,14 @@
 // GangForPod answers for one pod; GangPlans answers per gang definition from
 // the root object alone. Both reuse what they computed for a root object
 // while its UID and resourceVersion stay the same.
+//
+// # Cost
+//
+// Compile also works out which parts of a pod the pod-side paths can read
+// (walking their syntax; anything it cannot follow counts as the whole
+// pod), so MatchPod and GangForPod convert only those parts, and read a
+// path of constant keys such as .metadata.labels["k"] straight from the pod
+// without running jq. The answer for the last pod asked about is kept by
+// UID and resourceVersion, since the pod-grouper asks MatchPod and then
+// GangForPod about each pod.
 package definition

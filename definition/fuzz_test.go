@@ -71,7 +71,7 @@ func FuzzEvaluate(f *testing.F) {
 		if u.UnmarshalJSON(data) != nil {
 			u.Object = m // float64 numbers, as from a plain JSON decoder
 		}
-		// Each evaluation has its own 100ms deadline; the whole call gets a
+		// Each evaluation has its own deadline (Options.Timeout); the whole call gets a
 		// generous bound so a hang fails the fuzzer instead of stalling it.
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

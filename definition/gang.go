@@ -43,13 +43,17 @@ type gangSize struct {
 // workload in turn, so most calls hit.
 type planCache struct {
 	mu sync.Mutex
-	m  map[string]*rootPlan
+	m  map[planKey]*rootPlan
 }
+
+// planKey is a root object's UID and resourceVersion; the zero key means
+// the object cannot be cached.
+type planKey struct{ uid, rv string }
 
 const planCacheSize = 256
 
-func (pc *planCache) get(key string) *rootPlan {
-	if key == "" {
+func (pc *planCache) get(key planKey) *rootPlan {
+	if key == (planKey{}) {
 		return nil
 	}
 	pc.mu.Lock()
@@ -57,14 +61,14 @@ func (pc *planCache) get(key string) *rootPlan {
 	return pc.m[key]
 }
 
-func (pc *planCache) put(key string, p *rootPlan) {
-	if key == "" {
+func (pc *planCache) put(key planKey, p *rootPlan) {
+	if key == (planKey{}) {
 		return
 	}
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	if pc.m == nil {
-		pc.m = map[string]*rootPlan{}
+		pc.m = map[planKey]*rootPlan{}
 	}
 	if len(pc.m) >= planCacheSize {
 		for k := range pc.m { // evict an arbitrary entry
@@ -75,12 +79,12 @@ func (pc *planCache) put(key string, p *rootPlan) {
 	pc.m[key] = p
 }
 
-func cacheKey(obj *unstructured.Unstructured) string {
+func cacheKey(obj *unstructured.Unstructured) planKey {
 	uid, rv := string(obj.GetUID()), obj.GetResourceVersion()
 	if uid == "" || rv == "" {
-		return ""
+		return planKey{}
 	}
-	return uid + "/" + rv
+	return planKey{uid, rv}
 }
 
 // plan returns the gang sizes of root, from the cache when it can.
@@ -243,11 +247,7 @@ func (c *Compiled) GangForPod(ctx context.Context, root *unstructured.Unstructur
 	if len(c.gangs) == 0 || root.GetAnnotations()[AnnotationGang] == GangOff {
 		return nil, nil
 	}
-	pm, err := c.podToJQ(pod)
-	if err != nil {
-		return nil, err
-	}
-	ci, match, err := c.matchPod(ctx, pod, pm)
+	pm, ci, match, err := c.matchPodMemo(ctx, pod)
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +259,7 @@ func (c *Compiled) GangForPod(ctx context.Context, root *unstructured.Unstructur
 	gang := &Gang{Definition: g.name, Members: append([]string(nil), g.memberNames...),
 		TopologyRequired: g.topologyRequired, TopologyPreferred: g.topologyPreferred}
 	for ki, e := range md.groupBy {
-		vals, err := c.eval(ctx, e, pm)
+		vals, err := c.evalPod(ctx, e, pm)
 		if err != nil {
 			return nil, podErr(pod, c.comps[md.comp], err)
 		}
@@ -334,7 +334,7 @@ func fill(g *Gang, size gangSize, p *rootPlan) error {
 // gangOf finds the gang definition of a pod of component ci: the first
 // definition with a member that is ci or an ancestor of it and whose filters
 // all hold on the pod. Within a definition the member closest to ci wins.
-func (c *Compiled) gangOf(ctx context.Context, pod *corev1.Pod, ci int, pm any) (int, *memberDef, error) {
+func (c *Compiled) gangOf(ctx context.Context, pod *corev1.Pod, ci int, pm *podInput) (int, *memberDef, error) {
 	for gi, g := range c.gangs {
 		var best *memberDef
 		for mi := range g.members {
@@ -362,9 +362,9 @@ func (c *Compiled) gangOf(ctx context.Context, pod *corev1.Pod, ci int, pm any) 
 
 // filtersHold is true when every filter yields at least one value and all
 // its values are true.
-func (c *Compiled) filtersHold(ctx context.Context, m *memberDef, pm any) (bool, error) {
+func (c *Compiled) filtersHold(ctx context.Context, m *memberDef, pm *podInput) (bool, error) {
 	for _, f := range m.filters {
-		vals, err := c.eval(ctx, f, pm)
+		vals, err := c.evalPod(ctx, f, pm)
 		if err != nil {
 			return false, err
 		}

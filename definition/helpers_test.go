@@ -219,7 +219,7 @@ func decodeT(t testing.TB, s string) *Karta {
 func compileT(t testing.TB, s string) *Compiled {
 	t.Helper()
 	// A generous deadline: the shared test machine can starve a goroutine
-	// for longer than the default 100ms. The runaway tests set their own.
+	// for longer than the default. The runaway tests set their own.
 	c, err := Compile(decodeT(t, s), Options{Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatalf("Compile: %v", err)

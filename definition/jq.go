@@ -10,6 +10,7 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/itchyny/gojq"
 )
@@ -20,6 +21,74 @@ type expr struct {
 	src   string
 	query *gojq.Query
 	code  *gojq.Code
+
+	// simple is true when the expression is a path of constant object
+	// keys (.spec.replicas, .metadata.labels["a/b"]); eval then walks keys
+	// itself instead of running gojq, the common case by far.
+	simple bool
+	keys   []string
+	// pod reads the same value straight from a *corev1.Pod, when keys is
+	// one of the metadata paths it knows.
+	pod podField
+}
+
+// constPath returns the keys of q when q is a path of constant object keys
+// and nothing else.
+func constPath(q *gojq.Query) ([]string, bool) {
+	if q == nil || q.Term == nil || q.Op != 0 || len(q.FuncDefs) > 0 || q.Meta != nil || len(q.Imports) > 0 {
+		return nil, false
+	}
+	t := q.Term
+	keys := []string{}
+	switch t.Type {
+	case gojq.TermTypeIdentity:
+	case gojq.TermTypeIndex:
+		k, ok := constKey(t.Index)
+		if !ok {
+			return nil, false
+		}
+		keys = append(keys, k)
+	case gojq.TermTypeQuery:
+		return constPathSuffixes(constPath(t.Query))(t.SuffixList)
+	default:
+		return nil, false
+	}
+	return constPathSuffixes(keys, true)(t.SuffixList)
+}
+
+func constPathSuffixes(keys []string, ok bool) func([]*gojq.Suffix) ([]string, bool) {
+	return func(sl []*gojq.Suffix) ([]string, bool) {
+		if !ok {
+			return nil, false
+		}
+		for _, s := range sl {
+			if s.Index == nil || s.Iter || s.Optional {
+				return nil, false
+			}
+			k, ok := constKey(s.Index)
+			if !ok {
+				return nil, false
+			}
+			keys = append(keys, k)
+		}
+		return keys, true
+	}
+}
+
+// walkKeys is what a constant path yields on v, or ok false when jq would
+// fail (indexing something other than an object or null), so that the
+// caller runs gojq for its exact error.
+func walkKeys(v any, keys []string) (any, bool) {
+	for _, k := range keys {
+		switch m := v.(type) {
+		case nil:
+		case map[string]any:
+			v = m[k]
+		default:
+			return nil, false
+		}
+	}
+	return v, true
 }
 
 // bannedFuncs are the jq functions a definition may not call, with why. The
@@ -262,6 +331,58 @@ func simplePathReason(q *gojq.Query) string {
 
 var errTooManyResults = errors.New("too many results")
 
+// deadlineCtx is the deadline of one evaluation. context.WithTimeout
+// starts a timer per evaluation, which cost more than running a short
+// expression; gojq asks Done before every instruction, so Done itself looks
+// at the clock every deadlineCheckEvery calls instead. An evaluation runs
+// on one goroutine, which is the only user of its deadlineCtx.
+type deadlineCtx struct {
+	context.Context
+	deadline time.Time
+	calls    uint32
+	expired  bool
+}
+
+const deadlineCheckEvery = 256
+
+// closedDone is the Done channel of an expired deadlineCtx.
+var closedDone = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
+func newDeadlineCtx(parent context.Context, timeout time.Duration) *deadlineCtx {
+	return &deadlineCtx{Context: parent, deadline: time.Now().Add(timeout)}
+}
+
+func (d *deadlineCtx) Deadline() (time.Time, bool) {
+	if pd, ok := d.Context.Deadline(); ok && pd.Before(d.deadline) {
+		return pd, true
+	}
+	return d.deadline, true
+}
+
+func (d *deadlineCtx) Done() <-chan struct{} {
+	if !d.expired {
+		d.calls++
+		if d.calls%deadlineCheckEvery == 0 && !time.Now().Before(d.deadline) {
+			d.expired = true
+		}
+	}
+	if d.expired {
+		return closedDone
+	}
+	return d.Context.Done()
+}
+
+func (d *deadlineCtx) Err() error {
+	if d.expired {
+		return context.DeadlineExceeded
+	}
+	return d.Context.Err()
+}
+
 // eval runs e on input (already in gojq form, see toJQ) under the deadline and
 // the result cap of the options.
 func (c *Compiled) eval(ctx context.Context, e *expr, input any) ([]any, error) {
@@ -275,9 +396,13 @@ func (c *Compiled) eval(ctx context.Context, e *expr, input any) ([]any, error) 
 			return nil, c.evalErr(e, err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
-	defer cancel()
-	iter := code.RunWithContext(ctx, input)
+	if e.simple && !c.parsePerCall {
+		if v, ok := walkKeys(input, e.keys); ok {
+			return []any{v}, nil
+		}
+	}
+	dl := newDeadlineCtx(ctx, c.opts.Timeout)
+	iter := code.RunWithContext(dl, input)
 	var out []any
 	for {
 		v, ok := iter.Next()

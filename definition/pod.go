@@ -5,50 +5,50 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // MatchPod says which component, instance and replica pod belongs to.
 // It returns an error wrapping ErrNoComponent when none matches. The rules
 // are in the package documentation ("Pods").
 func (c *Compiled) MatchPod(ctx context.Context, pod *corev1.Pod) (*PodMatch, error) {
-	pm, err := c.podToJQ(pod)
-	if err != nil {
-		return nil, err
-	}
-	_, m, err := c.matchPod(ctx, pod, pm)
+	_, _, m, err := c.matchPodMemo(ctx, pod)
 	return m, err
 }
 
-// podMemo is the last pod converted, keyed by UID and resourceVersion: the
-// pod-grouper asks MatchPod and GangForPod about the same pod in a row, and
-// the conversion is most of the cost of either. The converted value is
-// never changed (gojq does not mutate its input), so sharing it is safe.
-type podMemo struct {
-	key string
-	pm  any
-}
-
-// podToJQ converts a pod into the form its jq paths read, once per pod
-// version.
-func (c *Compiled) podToJQ(pod *corev1.Pod) (any, error) {
-	key := ""
-	if pod.UID != "" && pod.ResourceVersion != "" {
-		key = string(pod.UID) + "/" + pod.ResourceVersion
-		if m := c.lastPod.Load(); m != nil && m.key == key {
-			return m.pm, nil
+// matchPodMemo matches pod, reusing the last answer when the last pod asked
+// about is this pod version (same UID and resourceVersion): the pod-grouper
+// asks MatchPod and then GangForPod about each pod. It returns the pod as
+// the expressions read it, the component index and a match the caller may
+// keep.
+func (c *Compiled) matchPodMemo(ctx context.Context, pod *corev1.Pod) (*podInput, int, *PodMatch, error) {
+	in := &podInput{pod: pod, needs: c.podNeeds}
+	memoOK := pod.UID != "" && pod.ResourceVersion != ""
+	if memoOK {
+		if m := c.lastPod.Load(); m != nil && m.uid == string(pod.UID) && m.rv == pod.ResourceVersion {
+			in.pm, in.built = m.pm, m.built
+			match := m.match
+			return in, m.ci, &match, nil
 		}
 	}
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pod)
+	ci, m, err := c.matchPod(ctx, pod, in)
 	if err != nil {
-		return nil, fmt.Errorf("read pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		return nil, 0, nil, err
 	}
-	// The map is ours, so convert in place instead of copying.
-	pm := toJQInPlace(u)
-	if key != "" {
-		c.lastPod.Store(&podMemo{key: key, pm: pm})
+	if memoOK {
+		c.lastPod.Store(&podMemo{uid: string(pod.UID), rv: pod.ResourceVersion, pm: in.pm, built: in.built, ci: ci, match: *m})
 	}
-	return pm, nil
+	return in, ci, m, nil
+}
+
+// podMemo is the last pod matched. It is never changed once stored: the
+// pod in jq form is only read (gojq does not mutate its input) and callers
+// get copies of the match.
+type podMemo struct {
+	uid, rv string
+	pm      any
+	built   bool
+	ci      int
+	match   PodMatch
 }
 
 func toJQInPlace(v any) any {
@@ -68,7 +68,7 @@ func toJQInPlace(v any) any {
 }
 
 // matchPod returns the component index and the match.
-func (c *Compiled) matchPod(ctx context.Context, pod *corev1.Pod, pm any) (int, *PodMatch, error) {
+func (c *Compiled) matchPod(ctx context.Context, pod *corev1.Pod, pm *podInput) (int, *PodMatch, error) {
 	best := -1
 	var bestScore [3]int
 	for i, comp := range c.comps {
@@ -138,7 +138,7 @@ func podErr(pod *corev1.Pod, comp *component, err error) error {
 }
 
 // typeHolds evaluates a componentTypeSelector on the pod.
-func (c *Compiled) typeHolds(ctx context.Context, comp *component, pod *corev1.Pod, pm any) (ok, withValue bool, err error) {
+func (c *Compiled) typeHolds(ctx context.Context, comp *component, pod *corev1.Pod, pm *podInput) (ok, withValue bool, err error) {
 	for k, v := range comp.matchLabels {
 		if got, found := pod.Labels[k]; !found || got != v {
 			return false, false, nil
@@ -147,7 +147,7 @@ func (c *Compiled) typeHolds(ctx context.Context, comp *component, pod *corev1.P
 	if comp.typeKey == nil {
 		return true, false, nil
 	}
-	vals, err := c.eval(ctx, comp.typeKey, pm)
+	vals, err := c.evalPod(ctx, comp.typeKey, pm)
 	if err != nil {
 		return false, false, err
 	}
@@ -167,8 +167,8 @@ func (c *Compiled) typeHolds(ctx context.Context, comp *component, pod *corev1.P
 
 // podValue is the first value of a path on the pod as text; "" when null
 // or missing.
-func (c *Compiled) podValue(ctx context.Context, e *expr, pm any) (string, error) {
-	vals, err := c.eval(ctx, e, pm)
+func (c *Compiled) podValue(ctx context.Context, e *expr, pm *podInput) (string, error) {
+	vals, err := c.evalPod(ctx, e, pm)
 	if err != nil {
 		return "", err
 	}

@@ -17,8 +17,12 @@ import (
 // A field of p that a component's definition has no path for (labels with a
 // podSpecPath but no metadataPath, say), or a path that is not a simple
 // path, gives an error wrapping ErrNotWritable naming the component and
-// field. Templates the object does not have (the path yields null) are
-// skipped. Fields the definition does not know survive unchanged.
+// field. Only components with instances in obj must be writable: one that
+// obj does not have (its instanceIdPath yields nothing, or its parent is
+// absent) has no templates to write, so the definition may lack paths for
+// it (a multi-node component of a single-node object, say). Templates the
+// object does not have (the path yields null) are skipped. Fields the
+// definition does not know survive unchanged.
 func (c *Compiled) ApplyTemplatePatch(ctx context.Context, obj *unstructured.Unstructured, p TemplatePatch) (*unstructured.Unstructured, error) {
 	root := toJQ(obj.Object)
 	type write struct {
@@ -26,8 +30,12 @@ func (c *Compiled) ApplyTemplatePatch(ctx context.Context, obj *unstructured.Uns
 		value any
 	}
 	var writes []write
+	present := c.presentComponents(ctx, root)
 	for _, ci := range c.podComps {
 		comp := c.comps[ci]
+		if !present[ci] {
+			continue
+		}
 		for k := range numWriteKinds {
 			var kv [][2]string
 			switch k {
@@ -79,6 +87,28 @@ func (c *Compiled) ApplyTemplatePatch(ctx context.Context, obj *unstructured.Uns
 		}
 	}
 	return out, nil
+}
+
+// presentComponents says which components have instances in root. A
+// component is absent when its parent is absent or its instanceIdPath
+// yields no ids. An instanceIdPath that fails counts as present, so the
+// write-back checks stay as strict as before for such objects (Extract
+// reports the failure).
+func (c *Compiled) presentComponents(ctx context.Context, root any) []bool {
+	present := make([]bool, len(c.comps))
+	for _, ci := range c.order {
+		comp := c.comps[ci]
+		if comp.parent >= 0 && !present[comp.parent] {
+			continue
+		}
+		present[ci] = true
+		if comp.instanceID != nil {
+			if ids, err := c.eval(ctx, comp.instanceID, root); err == nil && len(ids) == 0 {
+				present[ci] = false
+			}
+		}
+	}
+	return present
 }
 
 func sortedPairs(m map[string]string) [][2]string {

@@ -159,3 +159,104 @@ func TestSimplePathReason(t *testing.T) {
 		}
 	}
 }
+
+// twoShapesDef has a single-node component "server" and a multi-node
+// component "worker" without a scheduler name or labels path; which one an
+// object has depends on .spec.multiNode.
+const twoShapesDef = `
+apiVersion: run.ai/v1alpha1
+kind: Karta
+metadata: {name: twoshapes}
+spec:
+  structureDefinition:
+    rootComponent:
+      name: svc
+      kind: {group: example.com, version: v1, kind: Svc}
+    childComponents:
+      - name: server
+        ownerRef: svc
+        instanceIdPath: select(.spec.multiNode == null) | .metadata.name
+        specDefinition:
+          fragmentedPodSpecDefinition:
+            resourcesPath: .spec.resources
+            schedulerNamePath: .spec.schedulerName
+            labelsPath: .spec.labels
+            annotationsPath: .spec.annotations
+        podSelector:
+          componentTypeSelector: {keyPath: '.metadata.labels["lws/name"] == null'}
+          componentInstanceSelector: {idPath: .metadata.labels.app}
+      - name: group
+        ownerRef: svc
+        instanceIdPath: select(.spec.multiNode != null) | .metadata.name
+        scaleDefinition: {replicasPath: .spec.replicas}
+      - name: worker
+        ownerRef: group
+        specDefinition:
+          fragmentedPodSpecDefinition:
+            resourcesPath: .spec.resources
+            annotationsPath: .spec.annotations
+        scaleDefinition: {replicasPath: .spec.multiNode.size}
+        podSelector:
+          componentTypeSelector: {keyPath: '.metadata.labels["lws/name"]'}
+`
+
+// Only components the object has must be writable, and only for the
+// fields the patch sets.
+func TestApplyTemplatePatchAbsentComponents(t *testing.T) {
+	single := "apiVersion: example.com/v1\nkind: Svc\nmetadata: {name: s}\nspec: {schedulerName: default, labels: {team: a}, resources: {limits: {nvidia.com/gpu: 1}}}"
+	multi := "apiVersion: example.com/v1\nkind: Svc\nmetadata: {name: s}\nspec: {replicas: 2, multiNode: {size: 2}, resources: {limits: {nvidia.com/gpu: 8}}}"
+	tests := []struct {
+		name, obj string
+		patch     TemplatePatch
+		want      map[string]any // .spec after the patch, when no error
+		wantErr   string
+	}{
+		{"absent component without paths is skipped", single,
+			TemplatePatch{SchedulerName: "muster", Labels: map[string]string{"l": "v"}},
+			map[string]any{"schedulerName": "muster", "labels": map[string]any{"team": "a", "l": "v"}}, ""},
+		{"present component without a scheduler name path", multi,
+			TemplatePatch{SchedulerName: "muster"}, nil, `component "worker": path cannot be written: the definition has no fragmentedPodSpecDefinition.schedulerNamePath`},
+		{"present component without a labels path", multi,
+			TemplatePatch{Labels: map[string]string{"l": "v"}}, nil, `component "worker"`},
+		{"present component, only fields it has paths for", multi,
+			TemplatePatch{Annotations: map[string]string{"a": "b"}},
+			map[string]any{"annotations": map[string]any{"a": "b"}}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := compileT(t, twoShapesDef)
+			obj := objT(t, tc.obj)
+			before := obj.DeepCopy()
+			out, err := c.ApplyTemplatePatch(ctxT, obj, tc.patch)
+			if diff := cmp.Diff(before.Object, obj.Object); diff != "" {
+				t.Fatalf("input changed:\n%s", diff)
+			}
+			if tc.wantErr != "" {
+				if !errors.Is(err, ErrNotWritable) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error = %v, want ErrNotWritable with %q", err, tc.wantErr)
+				}
+				if out != nil {
+					t.Fatal("returned an object with the error")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec := out.Object["spec"].(map[string]any)
+			for k, v := range tc.want {
+				if diff := cmp.Diff(v, spec[k]); diff != "" {
+					t.Errorf(".spec.%s (-want, +got):\n%s", k, diff)
+				}
+			}
+			// Nothing else changed.
+			for k := range before.Object["spec"].(map[string]any) {
+				if _, ok := tc.want[k]; !ok {
+					if diff := cmp.Diff(before.Object["spec"].(map[string]any)[k], spec[k]); diff != "" {
+						t.Errorf(".spec.%s changed:\n%s", k, diff)
+					}
+				}
+			}
+		})
+	}
+}
