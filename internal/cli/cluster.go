@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -25,8 +26,11 @@ import (
 type Cluster struct {
 	// Mapper resolves types as kubectl does (kind, plural, short name,
 	// kind.group); from cli-runtime it carries the shortcut expander.
-	Mapper    meta.RESTMapper
-	Dynamic   dynamic.Interface
+	Mapper  meta.RESTMapper
+	Dynamic dynamic.Interface
+	// Metadata lists owners as metadata only; nil (fake clusters) falls
+	// back to Dynamic.
+	Metadata  metadata.Interface
 	Kube      kubernetes.Interface
 	Discovery discovery.DiscoveryInterface
 	// Namespace is the namespace of the current context (or -n), and
@@ -55,7 +59,10 @@ func newClusterFromFlags(f *genericclioptions.ConfigFlags) (*Cluster, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 30 * time.Second
 	}
-	cfg.QPS, cfg.Burst = 50, 100
+	// A describe makes a handful of requests, some of them at once;
+	// client-side throttling would only add sleeps (the server has its own
+	// fairness).
+	cfg.QPS, cfg.Burst = 100, 200
 	ns, explicit, err := f.ToRawKubeConfigLoader().Namespace()
 	if err != nil {
 		return nil, unreachableErrorf("kubeconfig: %v", err)
@@ -72,11 +79,15 @@ func newClusterFromFlags(f *genericclioptions.ConfigFlags) (*Cluster, error) {
 	if err != nil {
 		return nil, unreachableErrorf("dynamic client: %v", err)
 	}
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, unreachableErrorf("metadata client: %v", err)
+	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, unreachableErrorf("client: %v", err)
 	}
-	return &Cluster{Mapper: mapper, Dynamic: dyn, Kube: kube, Discovery: disc, Namespace: ns, ExplicitNamespace: explicit}, nil
+	return &Cluster{Mapper: mapper, Dynamic: dyn, Metadata: md, Kube: kube, Discovery: disc, Namespace: ns, ExplicitNamespace: explicit}, nil
 }
 
 // apiError gives an error from an API call its exit code: unreachable

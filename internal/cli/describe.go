@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -188,26 +189,23 @@ func (o *DescribeOptions) print(descs []*Description) error {
 }
 
 // runLive reads the workload, its pods, PodGroups and scheduling events.
+//
+// The requests that do not need an earlier answer run at once: the pods,
+// PodGroups and events of the namespace are listed while the definitions
+// load and the workload is fetched, and the owners the pods may pass
+// through (the definition's child kinds) are listed as soon as the
+// definition is known. Errors are still reported in the order a one-by-one
+// run meets them: definitions, type, definition for the kind, the
+// workload, its pods.
 func (o *DescribeOptions) runLive(ctx context.Context) (*Description, error) {
 	c, err := o.env.Cluster()
 	if err != nil {
 		return nil, err
 	}
-	defs, err := o.env.loadDefinitions(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	rt, err := resolveType(c.Mapper, o.typeArg)
-	if err != nil {
-		if isUnreachable(err) {
-			return nil, apiError("discover types", err)
-		}
-		return nil, unknownTypeError(o.typeArg, defs, c)
-	}
-	ent, err := defs.forGVK(rt.GVK)
-	if err != nil {
-		return nil, err
-	}
+	// Cancel what is still in flight when an error ends the run early.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pending := o.env.startDefinitions(ctx, c)
 	ns := o.Namespace
 	if ns == "" {
 		ns = c.Namespace
@@ -215,20 +213,42 @@ func (o *DescribeOptions) runLive(ctx context.Context) (*Description, error) {
 	if ns == "" {
 		ns = metav1.NamespaceDefault
 	}
-	var ri = c.Dynamic.Resource(rt.Mapping.Resource)
-	var root *unstructured.Unstructured
-	if rt.Mapping.Scope.Name() == meta.RESTScopeNameNamespace {
-		root, err = ri.Namespace(ns).Get(ctx, o.nameArg, metav1.GetOptions{})
-	} else {
-		root, err = ri.Get(ctx, o.nameArg, metav1.GetOptions{})
+	rt, rtErr := resolveType(c.Mapper, o.typeArg)
+	var f *liveFetch
+	if rtErr == nil {
+		f = startLiveFetch(ctx, c, rt.Mapping, ns, o.nameArg)
 	}
+
+	defs, err := pending.wait()
+	if err != nil {
+		return nil, err
+	}
+	if rtErr != nil {
+		if isUnreachable(rtErr) {
+			return nil, apiError("discover types", rtErr)
+		}
+		full, err := defs.full()
+		if err != nil {
+			return nil, err
+		}
+		return nil, unknownTypeError(o.typeArg, full, c)
+	}
+	ent, err := defs.forGVK(rt.GVK)
+	if err != nil {
+		return nil, err
+	}
+	if f.namespaced {
+		f.owners.prefetch(ctx, ns, childKinds(ent.Compiled.Definition()))
+	}
+
+	<-f.rootDone
+	root, err := f.root, f.rootErr
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, notFoundErrorf("%s %q not found in namespace %q (try \"muster get %s -A\")", rt.Mapping.Resource.Resource, o.nameArg, ns, strings.ToLower(rt.GVK.Kind))
 		}
 		return nil, apiError(fmt.Sprintf("get %s %s", rt.Mapping.Resource.Resource, o.nameArg), err)
 	}
-	podNS := root.GetNamespace()
 	in := describeInput{
 		Root:     root,
 		Def:      defRef{Name: ent.Name, Origin: string(ent.Origin), Source: ent.Source},
@@ -239,16 +259,21 @@ func (o *DescribeOptions) runLive(ctx context.Context) (*Description, error) {
 		GPUNames: o.env.gpuNames(),
 	}
 	var warnings []string
-	if podNS != "" {
-		in.Pods, err = workloadPods(ctx, c, root)
+	if root.GetNamespace() != "" {
+		f.wg.Wait()
+		if f.podsErr != nil {
+			return nil, apiError("list pods in "+root.GetNamespace(), f.podsErr)
+		}
+		in.Pods, err = workloadPods(ctx, f.owners, root, f.pods)
 		if err != nil {
 			return nil, err
 		}
-		in.PodGroups, err = workloadPodGroups(ctx, c, root, in.Pods)
-		if err != nil {
-			warnings = append(warnings, err.Error())
+		if f.podGroupsErr != nil {
+			warnings = append(warnings, f.podGroupsErr.Error())
+		} else {
+			in.PodGroups = workloadPodGroups(root, f.podGroups, in.Pods)
 		}
-		in.SchedulingEvents, err = schedulingEvents(ctx, c, podNS)
+		in.SchedulingEvents, err = f.events, f.eventsErr
 		if err != nil {
 			warnings = append(warnings, err.Error())
 		}
@@ -261,21 +286,78 @@ func (o *DescribeOptions) runLive(ctx context.Context) (*Description, error) {
 	return d, nil
 }
 
-// workloadPods lists the pods of root's namespace and keeps those whose
-// controller owner chain reaches root.
-func workloadPods(ctx context.Context, c *Cluster, root *unstructured.Unstructured) ([]*corev1.Pod, error) {
-	list, err := c.Kube.CoreV1().Pods(root.GetNamespace()).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-	if err != nil {
-		return nil, apiError("list pods in "+root.GetNamespace(), err)
+// liveFetch is the requests of one live describe in flight. Each result
+// is read only after its done channel closes (rootDone) or wg.Wait returns
+// (the namespace lists).
+type liveFetch struct {
+	rootDone chan struct{}
+	root     *unstructured.Unstructured
+	rootErr  error
+
+	// namespaced says whether the namespace lists were started: a
+	// cluster-scoped workload has no pods of its own namespace.
+	namespaced   bool
+	wg           sync.WaitGroup
+	pods         []corev1.Pod
+	podsErr      error
+	podGroups    []unstructured.Unstructured
+	podGroupsErr error
+	events       map[string]string
+	eventsErr    error
+
+	owners *ownerIndex
+}
+
+// startLiveFetch starts fetching the workload and, for a namespaced kind,
+// listing the pods, PodGroups and scheduling events of its namespace.
+func startLiveFetch(ctx context.Context, c *Cluster, m *meta.RESTMapping, ns, name string) *liveFetch {
+	f := &liveFetch{rootDone: make(chan struct{}), owners: newOwnerIndex(c)}
+	f.namespaced = m.Scope.Name() == meta.RESTScopeNameNamespace
+	go func() {
+		defer close(f.rootDone)
+		ri := c.Dynamic.Resource(m.Resource)
+		if f.namespaced {
+			f.root, f.rootErr = ri.Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		} else {
+			f.root, f.rootErr = ri.Get(ctx, name, metav1.GetOptions{})
+		}
+	}()
+	if !f.namespaced {
+		return f
 	}
-	w := newOwnerWalker(clusterOwnerLookup(c))
-	for i := range list.Items {
-		w.remember(&list.Items[i])
+	f.wg.Add(3)
+	go func() {
+		defer f.wg.Done()
+		// resourceVersion 0: the API server's cache is as fresh as a
+		// person needs and spares etcd a read of every pod.
+		list, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			f.podsErr = err
+			return
+		}
+		f.pods = list.Items
+	}()
+	go func() {
+		defer f.wg.Done()
+		f.podGroups, f.podGroupsErr = listPodGroups(ctx, c, ns)
+	}()
+	go func() {
+		defer f.wg.Done()
+		f.events, f.eventsErr = schedulingEvents(ctx, c, ns)
+	}()
+	return f
+}
+
+// workloadPods keeps the pods whose controller owner chain reaches root.
+func workloadPods(ctx context.Context, owners *ownerIndex, root *unstructured.Unstructured, pods []corev1.Pod) ([]*corev1.Pod, error) {
+	w := newOwnerWalker(owners.lookup)
+	for i := range pods {
+		w.remember(&pods[i])
 	}
 	w.remember(root)
 	var out []*corev1.Pod
-	for i := range list.Items {
-		p := &list.Items[i]
+	for i := range pods {
+		p := &pods[i]
 		ok, err := w.reaches(ctx, p, root.GetUID())
 		if err != nil {
 			return nil, err
@@ -287,17 +369,22 @@ func workloadPods(ctx context.Context, c *Cluster, root *unstructured.Unstructur
 	return out, nil
 }
 
-// workloadPodGroups reads the PodGroups of root: those labelled with its
-// name and kind or owned by it, and those its pods are labelled with. A
-// cluster without the PodGroup CRD has none.
-func workloadPodGroups(ctx context.Context, c *Cluster, root *unstructured.Unstructured, pods []*corev1.Pod) (map[string]*podGroupInfo, error) {
+// listPodGroups lists the PodGroups of ns; a cluster without the PodGroup
+// CRD has none.
+func listPodGroups(ctx context.Context, c *Cluster, ns string) ([]unstructured.Unstructured, error) {
 	if _, err := c.Mapper.RESTMapping(podGroupGK, podGroupGVR.Version); err != nil {
 		return nil, nil
 	}
-	list, err := c.Dynamic.Resource(podGroupGVR).Namespace(root.GetNamespace()).List(ctx, metav1.ListOptions{})
+	list, err := c.Dynamic.Resource(podGroupGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list PodGroups: %v", err)
 	}
+	return list.Items, nil
+}
+
+// workloadPodGroups keeps the PodGroups of root: those labelled with its
+// name and kind or owned by it, and those its pods are labelled with.
+func workloadPodGroups(root *unstructured.Unstructured, pgs []unstructured.Unstructured, pods []*corev1.Pod) map[string]*podGroupInfo {
 	labelled := map[string]bool{}
 	for _, p := range pods {
 		if n := p.Labels[definition.LabelPodGroup]; n != "" {
@@ -305,8 +392,8 @@ func workloadPodGroups(ctx context.Context, c *Cluster, root *unstructured.Unstr
 		}
 	}
 	out := map[string]*podGroupInfo{}
-	for i := range list.Items {
-		pg := &list.Items[i]
+	for i := range pgs {
+		pg := &pgs[i]
 		mine := labelled[pg.GetName()] ||
 			(pg.GetLabels()[definition.LabelWorkloadName] == root.GetName() && pg.GetLabels()[definition.LabelWorkloadKind] == root.GetKind())
 		for _, r := range pg.GetOwnerReferences() {
@@ -318,7 +405,7 @@ func workloadPodGroups(ctx context.Context, c *Cluster, root *unstructured.Unstr
 			out[pg.GetName()] = podGroupFrom(pg)
 		}
 	}
-	return out, nil
+	return out
 }
 
 func podGroupFrom(pg *unstructured.Unstructured) *podGroupInfo {

@@ -3,12 +3,14 @@ package cli
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 )
 
 // maxOwnerDepth bounds an owner chain walk. Real chains are short (pod →
@@ -86,47 +88,164 @@ func (w *ownerWalker) reaches(ctx context.Context, obj metav1.Object, target typ
 	return false, err
 }
 
-// clusterOwnerLookup looks owners up in the cluster. It lists each owner
-// kind once per namespace and indexes the result by UID, so a workload of
-// a thousand pods over hundreds of Jobs costs one list of Jobs.
+// ownerIndex looks owners up in the cluster. It lists each owner kind once
+// per namespace and indexes the result by UID, so a workload of a thousand
+// pods over hundreds of Jobs costs one list of Jobs, not a GET per Job.
+// Owners are listed as metadata only: the walk reads nothing but UIDs and
+// owner references, and full objects (a Job carries its pod template)
+// cost the server and the client many times more to encode and decode.
+type ownerIndex struct {
+	c *Cluster
+
+	mu     sync.Mutex
+	listed map[ownerListKey]*ownerListing
+	// mappings caches the RESTMapping of each owner apiVersion and kind
+	// (nil: not served): every owner of a kind asks the same, and the
+	// mapper answers slowly.
+	mappings map[ownerKind]*meta.RESTMapping
+}
+
+type ownerKind struct{ apiVersion, kind string }
+
+type ownerListKey struct {
+	gk schema.GroupKind
+	ns string
+}
+
+// ownerListing is one list of one owner kind, filled once; done closes
+// when idx and err are set, so a lookup can wait for a prefetch in flight.
+type ownerListing struct {
+	done chan struct{}
+	idx  map[types.UID]metav1.Object
+	err  error
+}
+
+func newOwnerIndex(c *Cluster) *ownerIndex {
+	return &ownerIndex{c: c, listed: map[ownerListKey]*ownerListing{}, mappings: map[ownerKind]*meta.RESTMapping{}}
+}
+
+// clusterOwnerLookup is the ownerLookup of a fresh ownerIndex on c.
 func clusterOwnerLookup(c *Cluster) ownerLookup {
-	type key struct {
-		gk schema.GroupKind
-		ns string
-	}
-	listed := map[key]map[types.UID]metav1.Object{}
-	return func(ctx context.Context, namespace string, ref metav1.OwnerReference) (metav1.Object, error) {
-		gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	return newOwnerIndex(c).lookup
+}
+
+// prefetch starts listing the kinds (in namespace) in the background, so
+// the lists run while the caller still waits for other requests (pods).
+// Kinds the cluster does not serve are skipped; a failed list is reported
+// only if a lookup needs that kind.
+func (x *ownerIndex) prefetch(ctx context.Context, namespace string, kinds []schema.GroupVersionKind) {
+	for _, gvk := range kinds {
+		m, err := x.c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
-			return nil, nil
+			continue
 		}
-		gk := schema.GroupKind{Group: gv.Group, Kind: ref.Kind}
-		m, err := c.Mapper.RESTMapping(gk, gv.Version)
-		if err != nil {
-			// A kind the cluster no longer serves cannot be walked; the
-			// chain ends there.
-			return nil, nil
+		if l, start := x.listing(m, namespace); start {
+			go x.fill(ctx, l, m, namespace)
 		}
-		k := key{gk: gk, ns: namespace}
-		if m.Scope.Name() != meta.RESTScopeNameNamespace {
-			k.ns = ""
-		}
-		idx, ok := listed[k]
-		if !ok {
-			var ri dynamic.ResourceInterface = c.Dynamic.Resource(m.Resource)
-			if k.ns != "" {
-				ri = c.Dynamic.Resource(m.Resource).Namespace(k.ns)
-			}
-			l, err := ri.List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return nil, apiError(fmt.Sprintf("list %s to follow owner references", m.Resource.Resource), err)
-			}
-			idx = make(map[types.UID]metav1.Object, len(l.Items))
-			for i := range l.Items {
-				idx[l.Items[i].GetUID()] = &l.Items[i]
-			}
-			listed[k] = idx
-		}
-		return idx[ref.UID], nil
 	}
+}
+
+// listing returns the listing of m's kind in namespace, and whether the
+// caller is the one to fill it.
+func (x *ownerIndex) listing(m *meta.RESTMapping, namespace string) (*ownerListing, bool) {
+	k := ownerListKey{gk: m.GroupVersionKind.GroupKind(), ns: namespace}
+	if m.Scope.Name() != meta.RESTScopeNameNamespace {
+		k.ns = ""
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if l, ok := x.listed[k]; ok {
+		return l, false
+	}
+	l := &ownerListing{done: make(chan struct{})}
+	x.listed[k] = l
+	return l, true
+}
+
+func (x *ownerIndex) fill(ctx context.Context, l *ownerListing, m *meta.RESTMapping, namespace string) {
+	defer close(l.done)
+	if m.Scope.Name() != meta.RESTScopeNameNamespace {
+		namespace = ""
+	}
+	l.idx, l.err = x.list(ctx, m.Resource, namespace)
+	if l.err != nil {
+		l.err = apiError(fmt.Sprintf("list %s to follow owner references", m.Resource.Resource), l.err)
+	}
+}
+
+// list reads the objects of one resource as metadata, through the
+// metadata client when there is one (the dynamic client otherwise, as in
+// tests with fake clients).
+func (x *ownerIndex) list(ctx context.Context, gvr schema.GroupVersionResource, namespace string) (map[types.UID]metav1.Object, error) {
+	if x.c.Metadata != nil {
+		var ri metadata.ResourceInterface = x.c.Metadata.Resource(gvr)
+		if namespace != "" {
+			ri = x.c.Metadata.Resource(gvr).Namespace(namespace)
+		}
+		l, err := ri.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		idx := make(map[types.UID]metav1.Object, len(l.Items))
+		for i := range l.Items {
+			idx[l.Items[i].UID] = &l.Items[i]
+		}
+		return idx, nil
+	}
+	var ri dynamic.ResourceInterface = x.c.Dynamic.Resource(gvr)
+	if namespace != "" {
+		ri = x.c.Dynamic.Resource(gvr).Namespace(namespace)
+	}
+	l, err := ri.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	idx := make(map[types.UID]metav1.Object, len(l.Items))
+	for i := range l.Items {
+		idx[l.Items[i].GetUID()] = &l.Items[i]
+	}
+	return idx, nil
+}
+
+// lookup is an ownerLookup: the object ref points to, nil when it does not
+// exist or its kind is not served.
+func (x *ownerIndex) lookup(ctx context.Context, namespace string, ref metav1.OwnerReference) (metav1.Object, error) {
+	m := x.mapping(ref.APIVersion, ref.Kind)
+	if m == nil {
+		// A kind the cluster no longer serves cannot be walked; the
+		// chain ends there.
+		return nil, nil
+	}
+	l, start := x.listing(m, namespace)
+	if start {
+		x.fill(ctx, l, m, namespace)
+	}
+	select {
+	case <-l.done:
+	case <-ctx.Done():
+		return nil, apiError(fmt.Sprintf("list %s to follow owner references", m.Resource.Resource), ctx.Err())
+	}
+	if l.err != nil {
+		return nil, l.err
+	}
+	return l.idx[ref.UID], nil
+}
+
+// mapping returns the mapping of an owner reference's kind, nil when the
+// reference is malformed or the cluster does not serve the kind.
+func (x *ownerIndex) mapping(apiVersion, kind string) *meta.RESTMapping {
+	k := ownerKind{apiVersion, kind}
+	x.mu.Lock()
+	m, ok := x.mappings[k]
+	x.mu.Unlock()
+	if ok {
+		return m
+	}
+	if gv, err := schema.ParseGroupVersion(apiVersion); err == nil {
+		m, _ = x.c.Mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: kind}, gv.Version)
+	}
+	x.mu.Lock()
+	x.mappings[k] = m
+	x.mu.Unlock()
+	return m
 }
