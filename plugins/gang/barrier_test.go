@@ -1,0 +1,432 @@
+package gang
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientfeatures "k8s.io/client-go/features"
+	clientfeaturestesting "k8s.io/client-go/features/testing"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+	fwk "k8s.io/kube-scheduler/framework"
+	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	"k8s.io/kubernetes/pkg/scheduler/metrics"
+	testingclock "k8s.io/utils/clock/testing"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	pgfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
+)
+
+func init() {
+	// The framework runtime records metrics the scheduler registers.
+	metrics.Register()
+}
+
+// barrierEnv is a real framework runtime (waiting pods, snapshot, informers
+// over a fake clientset) with the plugin built on it. It plays the scheduler:
+// schedule runs PreFilter, Reserve and Permit for a member, and for a member
+// told to wait it adds the waiting pod and waits on it in a goroutine, as a
+// binding cycle does, unreserving it when rejected.
+type barrierEnv struct {
+	t        *testing.T
+	ctx      context.Context
+	fh       framework.Framework
+	pl       *Plugin
+	clk      *testingclock.FakeClock
+	recorder *events.FakeRecorder
+
+	mu       sync.Mutex
+	released [][]types.UID
+	results  chan permitResult
+}
+
+type permitResult struct {
+	pod    string
+	status *fwk.Status
+}
+
+type activator struct{}
+
+func (activator) Activate(klog.Logger, map[string]*v1.Pod) {}
+
+func gpuNode(name string, gpus int64) *v1.Node {
+	res := v1.ResourceList{
+		v1.ResourceCPU:    resource.MustParse("16"),
+		v1.ResourceMemory: resource.MustParse("64Gi"),
+		v1.ResourcePods:   resource.MustParse("110"),
+		"nvidia.com/gpu":  *resource.NewQuantity(gpus, resource.DecimalSI),
+	}
+	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: v1.NodeStatus{Capacity: res, Allocatable: res}}
+}
+
+func gpuPod(name string, gpus int64, opts ...podOpt) *v1.Pod {
+	p := testPod(name, opts...)
+	req := v1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)}
+	p.Spec.Containers = []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{Requests: req, Limits: req}}}
+	return p
+}
+
+func podGroup(name string, minMember int32) *schedv1alpha1.PodGroup {
+	return &schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("pg-" + name)}, Spec: schedv1alpha1.PodGroupSpec{MinMember: minMember}}
+}
+
+func newBarrierEnv(t *testing.T, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup, pods []*v1.Pod) *barrierEnv {
+	t.Helper()
+	// The scheduler-plugins fake clientset predates watch-list streams (no
+	// initial-events bookmark), so its informers need plain list+watch.
+	clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, false)
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	cs := fake.NewClientset()
+	inf := informers.NewSharedInformerFactory(cs, 0)
+	rec := events.NewFakeRecorder(100)
+	fh, err := frameworkruntime.NewFramework(ctx, nil, nil,
+		frameworkruntime.WithClientSet(cs),
+		frameworkruntime.WithInformerFactory(inf),
+		frameworkruntime.WithSnapshotSharedLister(internalcache.NewSnapshot(nil, nodes)),
+		frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()),
+		frameworkruntime.WithPodActivator(activator{}),
+		frameworkruntime.WithEventRecorder(rec),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []runtime.Object
+	for _, pg := range pgs {
+		objs = append(objs, pg)
+	}
+	args, err := DecodeArgs(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := testingclock.NewFakeClock(t0)
+	pl, err := newPlugin(ctx, args, fh, pgfake.NewClientset(objs...), clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		if err := inf.Core().V1().Pods().Informer().GetStore().Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The PodGroup informer syncs in the background (stepping the fake
+	// clock by its 100 ms polls); nothing here waits on the fake clock.
+	deadline := time.Now().Add(10 * time.Second)
+	for !pl.pgSynced.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("PodGroup informer did not sync")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	e := &barrierEnv{t: t, ctx: ctx, fh: fh, pl: pl, clk: clk, recorder: rec, results: make(chan permitResult, 100)}
+	pl.SetBarrierObserver(func(_ types.NamespacedName, uids []types.UID) {
+		e.mu.Lock()
+		e.released = append(e.released, uids)
+		e.mu.Unlock()
+	})
+	return e
+}
+
+// schedule runs one member's scheduling cycle up to Permit and returns the
+// PreFilter status (when not successful) or the Permit status.
+func (e *barrierEnv) schedule(pod *v1.Pod) (*fwk.Status, time.Duration) {
+	e.t.Helper()
+	state := framework.NewCycleState()
+	res, st := e.pl.PreFilter(e.ctx, state, pod, nil)
+	if !st.IsSuccess() {
+		return st, 0
+	}
+	if res.AllNodes() || res.NodeNames.Len() != 1 {
+		e.t.Fatalf("%s: PreFilter result %v, want one planned node", pod.Name, res)
+	}
+	node := res.NodeNames.UnsortedList()[0]
+	if st := e.pl.Reserve(e.ctx, state, pod, node); !st.IsSuccess() {
+		e.t.Fatalf("%s: Reserve: %v", pod.Name, st)
+	}
+	st, wait := e.pl.Permit(e.ctx, state, pod, node)
+	if st.IsWait() {
+		e.fh.AddWaitingPod(pod, map[string]time.Duration{Name: wait})
+		go func() {
+			s := e.fh.WaitOnPermit(e.ctx, pod)
+			if !s.IsSuccess() {
+				e.pl.Unreserve(e.ctx, state, pod, node)
+			}
+			e.results <- permitResult{pod.Name, s}
+		}()
+	}
+	return st, wait
+}
+
+// outcomes collects n results of waiting members.
+func (e *barrierEnv) outcomes(n int) map[string]*fwk.Status {
+	e.t.Helper()
+	out := map[string]*fwk.Status{}
+	for range n {
+		select {
+		case r := <-e.results:
+			out[r.pod] = r.status
+		case <-time.After(30 * time.Second):
+			e.t.Fatalf("only %d of %d waiting members came back: %v", len(out), n, out)
+		}
+	}
+	return out
+}
+
+func (e *barrierEnv) waiting() int {
+	n := 0
+	e.fh.IterateOverWaitingPods(func(fwk.WaitingPod) { n++ })
+	return n
+}
+
+func (e *barrierEnv) reserved(gang string) int {
+	e.pl.mu.Lock()
+	defer e.pl.mu.Unlock()
+	if g, ok := e.pl.gangs[types.NamespacedName{Namespace: "ns", Name: gang}]; ok {
+		return len(g.reserved)
+	}
+	return 0
+}
+
+func members(gang string, n int, gpus int64) []*v1.Pod {
+	var out []*v1.Pod
+	for i := range n {
+		out = append(out, gpuPod(gang+"-"+string(rune('a'+i)), gpus, inGang(gang)))
+	}
+	return out
+}
+
+func TestBarrierWaitsForQuorumThenAllowsAll(t *testing.T) {
+	pods := members("g", 3, 1)
+	e := newBarrierEnv(t, []*v1.Node{gpuNode("n1", 4)}, []*schedv1alpha1.PodGroup{podGroup("g", 3)}, pods)
+	for _, p := range pods[:2] {
+		st, wait := e.schedule(p)
+		if !st.IsWait() {
+			t.Fatalf("%s: Permit %v, want Wait below the quorum", p.Name, st)
+		}
+		// The gang's deadline (default 60 s) plus the framework backstop.
+		if want := 60*time.Second + permitBackstop; wait != want {
+			t.Errorf("%s: wait %s, want %s", p.Name, wait, want)
+		}
+	}
+	if n := e.waiting(); n != 2 {
+		t.Fatalf("%d members waiting, want 2", n)
+	}
+	if len(e.released) != 0 {
+		t.Fatalf("barrier released below the quorum: %v", e.released)
+	}
+	if st, _ := e.schedule(pods[2]); !st.IsSuccess() {
+		t.Fatalf("last member: Permit %v, want Success at the quorum", st)
+	}
+	for name, st := range e.outcomes(2) {
+		if !st.IsSuccess() {
+			t.Errorf("%s: %v, want allowed", name, st)
+		}
+	}
+	if len(e.released) != 1 || len(e.released[0]) != 3 {
+		t.Errorf("barrier releases %v, want one of all 3 members", e.released)
+	}
+}
+
+func TestUnreserveOfOneMemberRejectsWaitingSiblings(t *testing.T) {
+	// Four members, minMember 3: a and b wait, c fails, d comes last.
+	pods := members("g", 4, 1)
+	e := newBarrierEnv(t, []*v1.Node{gpuNode("n1", 4)}, []*schedv1alpha1.PodGroup{podGroup("g", 3)}, pods)
+	state := framework.NewCycleState()
+	for _, p := range pods[:2] {
+		if st, _ := e.schedule(p); !st.IsWait() {
+			t.Fatalf("%s: Permit %v, want Wait", p.Name, st)
+		}
+	}
+	// The third member is reserved, then fails before Permit (as when
+	// another Reserve plugin or the bind fails): the framework unreserves it.
+	e.pl.Reserve(e.ctx, state, pods[2], "n1")
+	e.pl.Unreserve(e.ctx, state, pods[2], "n1")
+	// The rejected siblings no longer count, even before their own
+	// Unreserve ran: d must wait, not be let go alone on a count of
+	// a, b and d.
+	if n := e.reserved("g"); n != 0 {
+		t.Errorf("%d reservations left after the release, want 0", n)
+	}
+	e.pl.Reserve(e.ctx, state, pods[3], "n1")
+	if st, _ := e.pl.Permit(e.ctx, state, pods[3], "n1"); !st.IsWait() {
+		t.Errorf("member after the release: Permit %v, want Wait (quorum 1 of 3)", st)
+	}
+	for name, st := range e.outcomes(2) {
+		if st.Code() != fwk.Unschedulable || st.Plugin() != Name || !strings.Contains(st.Message(), "was not bound; releasing the gang") {
+			t.Errorf("%s: %v (plugin %q), want Unschedulable from %s releasing the gang", name, st, st.Plugin(), Name)
+		}
+	}
+	if len(e.released) != 0 {
+		t.Errorf("barrier released: %v", e.released)
+	}
+}
+
+func TestBarrierTimeoutRejectsAllWaiting(t *testing.T) {
+	pods := members("g", 3, 1)
+	e := newBarrierEnv(t, []*v1.Node{gpuNode("n1", 4)}, []*schedv1alpha1.PodGroup{podGroup("g", 3)}, pods)
+	for _, p := range pods[:2] {
+		if st, _ := e.schedule(p); !st.IsWait() {
+			t.Fatalf("%s: Permit %v, want Wait", p.Name, st)
+		}
+	}
+	// The plugin's barrier timer, not the framework's (which has the
+	// backstop on top), rejects the gang.
+	e.clk.Step(60 * time.Second)
+	for name, st := range e.outcomes(2) {
+		if st.Code() != fwk.Unschedulable || !strings.Contains(st.Message(), "quorum not reached within 1m0s") {
+			t.Errorf("%s: %v, want Unschedulable for the barrier timeout", name, st)
+		}
+	}
+	if n := e.reserved("g"); n != 0 {
+		t.Errorf("%d reservations left after the timeout, want 0", n)
+	}
+	// The gang backs off: the third member gets the release's verdict.
+	if st, _ := e.schedule(pods[2]); st.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st.Message(), "quorum not reached") {
+		t.Errorf("member after the timeout: %v, want the backoff verdict", st)
+	}
+}
+
+func TestNoPlanRejectsWithGangMessage(t *testing.T) {
+	// 3 members x 2 GPUs on one 4-GPU node: two fit, the gang does not.
+	pods := members("g", 3, 2)
+	e := newBarrierEnv(t, []*v1.Node{gpuNode("n1", 4)}, []*schedv1alpha1.PodGroup{podGroup("g", 3)}, pods)
+	for _, p := range pods {
+		st, _ := e.schedule(p)
+		if st.Code() != fwk.UnschedulableAndUnresolvable {
+			t.Fatalf("%s: %v, want UnschedulableAndUnresolvable", p.Name, st)
+		}
+		for _, want := range []string{"gang ns/g", "best placement fits 2 of 3 members"} {
+			if !strings.Contains(st.Message(), want) {
+				t.Errorf("%s: reason %q lacks %q", p.Name, st.Message(), want)
+			}
+		}
+	}
+	if n := e.reserved("g"); n != 0 {
+		t.Errorf("%d members reserved without a plan", n)
+	}
+	// PostFilter adds nothing after PreFilter's verdict and keeps
+	// preemption away.
+	state := framework.NewCycleState()
+	e.pl.PreFilter(e.ctx, state, pods[0], nil)
+	if _, st := e.pl.PostFilter(e.ctx, state, pods[0], nil); st.Code() != fwk.UnschedulableAndUnresolvable {
+		t.Errorf("PostFilter: %v, want UnschedulableAndUnresolvable", st)
+	}
+	// One event for the verdict, not one per member.
+	if got := drain(e.recorder); len(got) != 1 || !strings.Contains(got[0], "GangUnschedulable") {
+		t.Errorf("events %q, want one GangUnschedulable", got)
+	}
+}
+
+func TestPostFilterReleasesPlannedGang(t *testing.T) {
+	pods := members("g", 3, 1)
+	e := newBarrierEnv(t, []*v1.Node{gpuNode("n1", 4)}, []*schedv1alpha1.PodGroup{podGroup("g", 3)}, pods)
+	if st, _ := e.schedule(pods[0]); !st.IsWait() {
+		t.Fatalf("Permit %v, want Wait", st)
+	}
+	// The second member does not fit its planned node after all.
+	state := framework.NewCycleState()
+	if _, st := e.pl.PreFilter(e.ctx, state, pods[1], nil); !st.IsSuccess() {
+		t.Fatalf("PreFilter: %v", st)
+	}
+	if _, st := e.pl.PostFilter(e.ctx, state, pods[1], nil); st.Code() != fwk.UnschedulableAndUnresolvable {
+		t.Errorf("PostFilter: %v, want UnschedulableAndUnresolvable", st)
+	}
+	if st := e.outcomes(1)[pods[0].Name]; st.Code() != fwk.Unschedulable || !strings.Contains(st.Message(), "no longer fits its planned node n1") {
+		t.Errorf("waiting member: %v, want rejected by the release", st)
+	}
+}
+
+func TestNativeAndGangFreePodsUntouched(t *testing.T) {
+	pods := []*v1.Pod{gpuPod("native", 1, native), gpuPod("free", 1, gangFree)}
+	e := newBarrierEnv(t, []*v1.Node{gpuNode("n1", 4)}, nil, pods)
+	for _, p := range pods {
+		if st := e.pl.PreEnqueue(e.ctx, p); st != nil {
+			t.Errorf("%s: PreEnqueue %v, want nil", p.Name, st)
+		}
+		state := framework.NewCycleState()
+		res, st := e.pl.PreFilter(e.ctx, state, p, nil)
+		if res != nil || !st.IsSkip() {
+			t.Errorf("%s: PreFilter %v %v, want Skip", p.Name, res, st)
+		}
+		if st := e.pl.Reserve(e.ctx, state, p, "n1"); st != nil {
+			t.Errorf("%s: Reserve %v", p.Name, st)
+		}
+		if st, wait := e.pl.Permit(e.ctx, state, p, "n1"); st != nil || wait != 0 {
+			t.Errorf("%s: Permit %v %s, want nil", p.Name, st, wait)
+		}
+		e.pl.Unreserve(e.ctx, state, p, "n1")
+		e.pl.PostBind(e.ctx, state, p, "n1")
+		// Unschedulable, not Unresolvable: the next PostFilter plugin
+		// (preemption) still runs for them.
+		if _, st := e.pl.PostFilter(e.ctx, state, p, nil); st.Code() != fwk.Unschedulable {
+			t.Errorf("%s: PostFilter %v, want Unschedulable", p.Name, st)
+		}
+		if frags, st := e.pl.SignPod(e.ctx, p); frags != nil || st != nil {
+			t.Errorf("%s: SignPod %v %v, want no opinion", p.Name, frags, st)
+		}
+	}
+	e.pl.mu.Lock()
+	n := len(e.pl.gangs)
+	e.pl.mu.Unlock()
+	if n != 0 {
+		t.Errorf("plugin keeps state for %d gangs, want none", n)
+	}
+	if got := drain(e.recorder); len(got) != 0 {
+		t.Errorf("events %q, want none", got)
+	}
+}
+
+func drain(r *events.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case ev := <-r.Events:
+			out = append(out, ev)
+		default:
+			return out
+		}
+	}
+}
+
+func TestStatusOnlyPodGroupUpdateKeepsPlan(t *testing.T) {
+	pods := members("g", 3, 1)
+	pg := podGroup("g", 3)
+	e := newBarrierEnv(t, []*v1.Node{gpuNode("n1", 4)}, []*schedv1alpha1.PodGroup{pg}, pods)
+	if st, _ := e.schedule(pods[0]); !st.IsWait() {
+		t.Fatalf("Permit %v, want Wait", st)
+	}
+	hasPlan := func() bool {
+		e.pl.mu.Lock()
+		defer e.pl.mu.Unlock()
+		return e.pl.gangs[types.NamespacedName{Namespace: "ns", Name: "g"}].plan != nil
+	}
+	// The plugin's own status write comes back as an update: the plan (and
+	// the capacity it holds against other gangs) must stay.
+	withStatus := pg.DeepCopy()
+	withStatus.Status.Phase = schedv1alpha1.PodGroupScheduling
+	e.pl.onPodGroup(pg, withStatus)
+	if !hasPlan() {
+		t.Fatal("a status-only update dropped the gang's plan")
+	}
+	// A spec change (new generation) may change the plan.
+	resized := withStatus.DeepCopy()
+	resized.Generation++
+	resized.Spec.MinMember = 2
+	e.pl.onPodGroup(withStatus, resized)
+	if hasPlan() {
+		t.Fatal("a spec update kept the old plan")
+	}
+}

@@ -1,0 +1,44 @@
+package gang
+
+import (
+	"sync"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+// Results of a gang attempt (label "result" of muster_gang_attempts_total).
+const (
+	resultPlanned     = "planned"        // a placement plan was found
+	resultNoPlacement = "no_placement"   // no plan: every member rejected
+	resultCached      = "cached_verdict" // a sibling reused the last "no placement"
+	resultPermitted   = "permitted"      // the quorum passed the Permit barrier
+	resultReleased    = "released"       // timeout or a member's failure released the gang
+)
+
+var (
+	attempts = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      "muster",
+		Subsystem:      "gang",
+		Name:           "attempts_total",
+		Help:           "Gang scheduling attempts by result.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+	timeToBound = metrics.NewHistogram(&metrics.HistogramOpts{
+		Namespace:      "muster",
+		Subsystem:      "gang",
+		Name:           "time_to_bound_seconds",
+		Help:           "Time from the first member's creation to minMember members bound.",
+		Buckets:        metrics.ExponentialBuckets(0.05, 2, 16),
+		StabilityLevel: metrics.ALPHA,
+	})
+	registerOnce sync.Once
+)
+
+// registerMetrics registers the metrics once per process (several profiles
+// or scheduler restarts in one process build the plugin more than once).
+func registerMetrics() {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(attempts, timeToBound)
+	})
+}

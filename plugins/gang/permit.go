@@ -1,0 +1,223 @@
+package gang
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+// Reserve records the member's node: reserved members count toward the
+// quorum and keep their place in later plans.
+func (p *Plugin) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	kind, key := p.classify(pod)
+	if kind != kindMember {
+		return nil
+	}
+	p.markLeading()
+	p.mu.Lock()
+	p.gang(key).reserved[pod.UID] = nodeName
+	p.mu.Unlock()
+	return nil
+}
+
+// Unreserve releases the whole gang: a member that will not be bound means
+// the others must not wait for it. Idempotent, and safe without Reserve.
+func (p *Plugin) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
+	kind, key := p.classify(pod)
+	if kind != kindMember {
+		return
+	}
+	p.release(key, fmt.Sprintf("gang %s: member %s was not bound; releasing the gang", key, klog.KObj(pod)), pod.UID)
+}
+
+// release rejects every waiting member, drops the plan, and backs the gang
+// off for BackoffSeconds before its members are activated again. uids are
+// members known not to bind (the one being unreserved).
+func (p *Plugin) release(key types.NamespacedName, msg string, uids ...types.UID) {
+	p.mu.Lock()
+	released := p.releaseLocked(key, p.gang(key), msg, uids...)
+	p.mu.Unlock()
+	p.afterRelease(key, msg, released)
+}
+
+// releaseLocked is release's state change; it reports whether there was
+// anything to release (a plan or waiting members). Call with p.mu held.
+func (p *Plugin) releaseLocked(key types.NamespacedName, g *gangState, msg string, uids ...types.UID) bool {
+	now := p.clock.Now()
+	for _, uid := range uids {
+		delete(g.reserved, uid)
+	}
+	hadPlan := g.plan != nil
+	g.plan, g.planPods = nil, nil
+	p.closeBarrier(g)
+	if g.verdict == nil || now.After(g.verdict.until) {
+		g.verdict = &verdict{message: msg, until: now.Add(p.backoff()), seq: p.changeSeq.Load()}
+	}
+	if g.retry == nil {
+		g.retry = time.AfterFunc(p.backoff(), func() {
+			p.mu.Lock()
+			if g, ok := p.gangs[key]; ok {
+				g.retry = nil
+			}
+			p.mu.Unlock()
+			p.activate(p.members(key)...)
+		})
+	}
+	return p.rejectWaitingLocked(key, g, msg) > 0 || hadPlan
+}
+
+// afterRelease records what a release did; it makes API calls, so it runs
+// without p.mu.
+func (p *Plugin) afterRelease(key types.NamespacedName, msg string, released bool) {
+	if released {
+		attempts.WithLabelValues(resultReleased).Inc()
+		if pg := p.podGroup(key); pg != nil {
+			p.recordEvent(pg, v1.EventTypeWarning, "GangReleased", "Scheduling", msg)
+		}
+	}
+	p.status.enqueue(key)
+}
+
+// rejectWaitingLocked rejects the gang's members waiting at Permit; the
+// framework then unreserves them, which frees their resources. Their
+// reservations are forgotten here at once, not when Unreserve runs later in
+// their binding goroutines: a Permit counting the quorum in between must not
+// count a member that will never bind. Call with p.mu held — Permit counts
+// and allows under the same lock, so a barrier is either released whole or
+// rejected whole.
+func (p *Plugin) rejectWaitingLocked(key types.NamespacedName, g *gangState, msg string) int {
+	n := 0
+	p.h.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
+		pod := wp.GetPod()
+		if kind, k := p.classify(pod); kind == kindMember && k == key {
+			// false: the member was already allowed (it binds and keeps
+			// its reservation) or already rejected.
+			if wp.Reject(Name, msg) {
+				delete(g.reserved, pod.UID)
+				n++
+			}
+		}
+	})
+	return n
+}
+
+// permitBackstop is added to the wait the framework is given: the plugin's
+// own barrier timer (under p.mu) rejects the gang first, so the decision to
+// allow and the decision to time out can never interleave. The framework's
+// timer only fires if a member somehow escaped the plugin's timer.
+const permitBackstop = 30 * time.Second
+
+// Permit is the barrier: a member waits until minMember members are reserved
+// or bound, then every waiting member is allowed together. The count and the
+// Allow calls happen under p.mu, the lock every rejection path holds too, so
+// a barrier either lets the whole quorum go or none of it.
+func (p *Plugin) Permit(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) (*fwk.Status, time.Duration) {
+	kind, key := p.classify(pod)
+	if kind != kindMember {
+		return nil, 0
+	}
+	pg := p.podGroup(key)
+	if pg == nil {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("PodGroup %s not found", key)), 0
+	}
+	want := minMember(pg)
+	p.mu.Lock()
+	g := p.gang(key)
+	if p.quorumLocked(key, g, pod) < want {
+		deadline := p.openBarrier(key, g, p.permitTimeout(pg))
+		p.mu.Unlock()
+		return fwk.NewStatus(fwk.Wait, fmt.Sprintf("waiting for %d members of gang %s", want, key)), deadline.Sub(p.clock.Now()) + permitBackstop
+	}
+	p.closeBarrier(g)
+	g.verdict = nil
+	var waiting []fwk.WaitingPod
+	p.h.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
+		if k2, key2 := p.classify(wp.GetPod()); k2 == kindMember && key2 == key {
+			waiting = append(waiting, wp)
+		}
+	})
+	if p.observer != nil {
+		// Before any Allow: once allowed, a member may bind at once.
+		uids := []types.UID{pod.UID}
+		for _, wp := range waiting {
+			uids = append(uids, wp.GetPod().UID)
+		}
+		p.observer(key, uids)
+	}
+	for _, wp := range waiting {
+		wp.Allow(Name)
+	}
+	p.mu.Unlock()
+	attempts.WithLabelValues(resultPermitted).Inc()
+	p.recordEvent(pg, v1.EventTypeNormal, "GangScheduled", "Scheduling", fmt.Sprintf("gang %s: %d members placed together", key, want))
+	p.status.enqueue(key)
+	return nil, 0
+}
+
+// openBarrier starts the gang's barrier timer when the first member waits
+// and returns the gang's deadline: every member waits until the same moment,
+// however late it arrived. Call with p.mu held.
+func (p *Plugin) openBarrier(key types.NamespacedName, g *gangState, timeout time.Duration) time.Time {
+	if g.barrier == nil {
+		b := &barrier{deadline: p.clock.Now().Add(timeout)}
+		// A goroutine of its own: a fake clock runs AfterFunc callbacks
+		// while holding its lock, and barrierExpired reads the clock.
+		b.timer = p.clock.AfterFunc(timeout, func() { go p.barrierExpired(key, b, timeout) })
+		g.barrier = b
+	}
+	return g.barrier.deadline
+}
+
+// closeBarrier stops the barrier timer. Call with p.mu held.
+func (p *Plugin) closeBarrier(g *gangState) {
+	if g.barrier != nil {
+		g.barrier.timer.Stop()
+		g.barrier = nil
+	}
+}
+
+// barrierExpired rejects the waiting members of a gang whose quorum did not
+// form in time, unless that barrier was released or closed meanwhile.
+func (p *Plugin) barrierExpired(key types.NamespacedName, b *barrier, timeout time.Duration) {
+	msg := fmt.Sprintf("gang %s: quorum not reached within %s; releasing the waiting members", key, timeout)
+	p.mu.Lock()
+	g, ok := p.gangs[key]
+	if !ok || g.barrier != b {
+		p.mu.Unlock()
+		return
+	}
+	released := p.releaseLocked(key, g, msg)
+	p.mu.Unlock()
+	p.afterRelease(key, msg, released)
+}
+
+// quorumLocked counts members that are bound or reserved by this scheduler, once
+// each; pod (being permitted) is reserved already.
+// Call with p.mu held.
+func (p *Plugin) quorumLocked(key types.NamespacedName, g *gangState, pod *v1.Pod) int {
+	counted := map[types.UID]bool{pod.UID: true}
+	for uid := range g.reserved {
+		counted[uid] = true
+	}
+	for _, m := range p.members(key) {
+		if m.Spec.NodeName != "" {
+			counted[m.UID] = true
+		}
+	}
+	return len(counted)
+}
+
+// PostBind refreshes the PodGroup status. The reservation stays until the
+// pod goes away; a bound member is counted once either way.
+func (p *Plugin) PostBind(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
+	kind, key := p.classify(pod)
+	if kind != kindMember {
+		return
+	}
+	p.status.enqueue(key)
+}

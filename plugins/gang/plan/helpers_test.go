@@ -1,0 +1,5 @@
+package plan
+
+import "k8s.io/klog/v2"
+
+func klogless() klog.Logger { return klog.Background() }

@@ -1,0 +1,454 @@
+package gang
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/clock"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
+	pginformers "sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
+	pglisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
+
+	"github.com/muster-io/muster/definition"
+)
+
+// Name is the plugin's name in the registry and in profiles. It is not an
+// in-tree name: the in-tree GangScheduling plugin runs beside it in 1.37.
+const Name = "MusterGang"
+
+// gangIndex indexes pods by "namespace/podgroup".
+const gangIndex = "muster.io/gang"
+
+// pgSyncTimeout bounds how long New's background wait treats a PodGroup
+// informer that has not synced as "still starting" before it logs that the
+// CRD is probably not installed. Start-up never waits for it.
+const pgSyncTimeout = 30 * time.Second
+
+// Plugin is the MusterGang plugin. It is safe for concurrent use: the
+// framework calls PreEnqueue and the queueing hints from event handlers,
+// Less from the queue, and the other extension points from the scheduling and
+// binding goroutines.
+type Plugin struct {
+	h                 fwk.Handle
+	args              *Args
+	requirePodGrouper bool
+	clock             clock.WithTickerAndDelayedExecution
+	logger            klog.Logger
+
+	// runner runs the profile's PreFilter plugins for a representative pod
+	// so that its Filter plugins can be asked about a shape. nil when the
+	// handle does not offer it (then only resources are planned).
+	runner preFilterRunner
+
+	podLister  corelisters.PodLister
+	podIndexer cache.Indexer
+	indexed    bool
+
+	pgClient pgclientset.Interface
+	pgLister pglisters.PodGroupLister
+	pgSynced atomic.Bool
+
+	// changeSeq counts cluster changes that may free capacity (node added or
+	// updated, assigned pod deleted); a cached "no placement" verdict holds
+	// only while it is unchanged.
+	changeSeq atomic.Int64
+	// leading is set by the first scheduling cycle of this profile (PreFilter
+	// or Reserve). kube-scheduler runs scheduling cycles only in the leader:
+	// app.Run calls sched.Run from OnStartedLeading (or at once when leader
+	// election is off), and losing the lease ends the process. Informers,
+	// PreEnqueue and Less run in standbys too, so they cannot tell. The
+	// eviction loop and the status writer act only once it is set; see
+	// cmd/muster-scheduler/README.md for what that means after a failover.
+	leading atomic.Bool
+
+	// observer, when set, sees every barrier release (SetBarrierObserver).
+	// Guarded by mu.
+	observer BarrierObserver
+
+	mu    sync.Mutex
+	gangs map[types.NamespacedName]*gangState
+
+	// created caches PodGroup creation times for Less (read-mostly).
+	createdMu sync.RWMutex
+	created   map[types.NamespacedName]time.Time
+
+	// waiting remembers the PreEnqueue reason last reported per pod, so an
+	// event is recorded only when it changes.
+	waiting sync.Map // types.UID -> string
+
+	status *statusUpdater
+}
+
+// preFilterRunner is what the framework runtime offers beyond fwk.Handle.
+type preFilterRunner interface {
+	RunPreFilterPlugins(ctx context.Context, state fwk.CycleState, pod *v1.Pod) (*fwk.PreFilterResult, *fwk.Status, sets.Set[string])
+}
+
+var (
+	_ fwk.QueueSortPlugin   = &Plugin{}
+	_ fwk.PreEnqueuePlugin  = &Plugin{}
+	_ fwk.EnqueueExtensions = &Plugin{}
+	_ fwk.PreFilterPlugin   = &Plugin{}
+	_ fwk.PostFilterPlugin  = &Plugin{}
+	_ fwk.SignPlugin        = &Plugin{}
+	_ fwk.ReservePlugin     = &Plugin{}
+	_ fwk.PermitPlugin      = &Plugin{}
+	_ fwk.PostBindPlugin    = &Plugin{}
+)
+
+// Name returns the plugin's name.
+func (p *Plugin) Name() string { return Name }
+
+// New builds the plugin: it decodes the args, creates the PodGroup informer
+// from the handle's kubeconfig and starts it with ctx, and starts the status
+// writer and the partial-gang loop. It never waits for the PodGroup CRD: a
+// cluster without it still schedules every other pod.
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	args, err := DecodeArgs(obj)
+	if err != nil {
+		return nil, err
+	}
+	if h.KubeConfig() == nil {
+		return nil, fmt.Errorf("%s: the framework handle has no kubeconfig", Name)
+	}
+	cfg := rest.CopyConfig(h.KubeConfig())
+	// The scheduler's config may ask for protobuf, which a CRD cannot speak.
+	cfg.ContentType = runtime.ContentTypeJSON
+	cfg.AcceptContentTypes = runtime.ContentTypeJSON
+	pgClient, err := pgclientset.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: PodGroup client: %w", Name, err)
+	}
+	return newPlugin(ctx, args, h, pgClient, clock.RealClock{})
+}
+
+// BarrierObserver is told which members a barrier release lets go together,
+// before any of them is allowed (so before any of them can bind). It runs
+// under the plugin's lock: it must return quickly and must not call the
+// plugin.
+type BarrierObserver func(gang types.NamespacedName, members []types.UID)
+
+// SetBarrierObserver installs fn (nil removes it). Tests use it to tell a
+// gang whose allowed members are still binding — the binds are separate API
+// calls made by separate binding goroutines — from a gang the plugin let go
+// partly.
+func (p *Plugin) SetBarrierObserver(fn BarrierObserver) {
+	p.mu.Lock()
+	p.observer = fn
+	p.mu.Unlock()
+}
+
+func newPlugin(ctx context.Context, args *Args, h fwk.Handle, pgClient pgclientset.Interface, clk clock.WithTickerAndDelayedExecution) (*Plugin, error) {
+	logger := klog.FromContext(ctx).WithName(Name)
+	registerMetrics()
+	p := &Plugin{
+		h:                 h,
+		args:              args,
+		requirePodGrouper: *args.RequirePodGrouper,
+		clock:             clk,
+		logger:            logger,
+		pgClient:          pgClient,
+		gangs:             map[types.NamespacedName]*gangState{},
+		created:           map[types.NamespacedName]time.Time{},
+	}
+	if r, ok := h.(preFilterRunner); ok {
+		p.runner = r
+	} else {
+		logger.Info("The framework handle cannot run PreFilter plugins; gang plans check resources only")
+	}
+
+	podInformer := h.SharedInformerFactory().Core().V1().Pods()
+	p.podLister = podInformer.Lister()
+	p.podIndexer = podInformer.Informer().GetIndexer()
+	// An index by gang makes member counts cheap. Adding it fails once the
+	// informer runs (a second profile, say); then namespace lists do.
+	if err := podInformer.Informer().AddIndexers(cache.Indexers{gangIndex: indexByGang}); err == nil {
+		p.indexed = true
+	} else if _, exists := p.podIndexer.GetIndexers()[gangIndex]; exists {
+		p.indexed = true
+	}
+	if _, err := podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { p.onPod(nil, obj) },
+		UpdateFunc: p.onPod,
+		DeleteFunc: func(obj any) { p.onPodDelete(obj) },
+	}); err != nil {
+		return nil, fmt.Errorf("%s: pod handler: %w", Name, err)
+	}
+	if _, err := h.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { p.changeSeq.Add(1) },
+		UpdateFunc: func(any, any) { p.changeSeq.Add(1) },
+	}); err != nil {
+		return nil, fmt.Errorf("%s: node handler: %w", Name, err)
+	}
+
+	factory := pginformers.NewSharedInformerFactory(pgClient, 0)
+	pgInformer := factory.Scheduling().V1alpha1().PodGroups()
+	p.pgLister = pgInformer.Lister()
+	if _, err := pgInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { p.onPodGroup(nil, obj) },
+		UpdateFunc: p.onPodGroup,
+		DeleteFunc: p.onPodGroupDelete,
+	}); err != nil {
+		return nil, fmt.Errorf("%s: PodGroup handler: %w", Name, err)
+	}
+	p.status = newStatusUpdater(p)
+	factory.Start(ctx.Done())
+	go p.waitForPodGroups(ctx, pgInformer.Informer())
+	go p.status.run(ctx)
+	go p.evictLoop(ctx)
+	go func() {
+		<-ctx.Done()
+		factory.Shutdown()
+	}()
+	return p, nil
+}
+
+// markLeading records that this instance runs scheduling cycles, hence
+// leads. The first time, every PodGroup's status is refreshed: writes were
+// skipped while standing by.
+func (p *Plugin) markLeading() {
+	if p.leading.Load() || !p.leading.CompareAndSwap(false, true) {
+		return
+	}
+	p.logger.V(2).Info("Scheduling cycles run here; this instance leads: PodGroup status writes and partial-gang eviction are on")
+	go func() {
+		// What the cache holds now; PodGroups it receives later are
+		// enqueued by their add events.
+		pgs, err := p.pgLister.List(labels.Everything())
+		if err != nil {
+			return
+		}
+		for _, pg := range pgs {
+			p.status.enqueue(types.NamespacedName{Namespace: pg.Namespace, Name: pg.Name})
+		}
+	}()
+}
+
+// waitForPodGroups marks the PodGroup cache usable once synced. Until then
+// members wait in PreEnqueue with a reason that says so.
+func (p *Plugin) waitForPodGroups(ctx context.Context, inf cache.SharedIndexInformer) {
+	warned := false
+	start := p.clock.Now()
+	for !inf.HasSynced() {
+		if ctx.Err() != nil {
+			return
+		}
+		if !warned && p.clock.Since(start) > pgSyncTimeout {
+			p.logger.Info("PodGroup informer has not synced; is the scheduling.x-k8s.io PodGroup CRD installed? Gang members wait until it is", "after", pgSyncTimeout)
+			warned = true
+		}
+		p.clock.Sleep(100 * time.Millisecond)
+	}
+	p.pgSynced.Store(true)
+	// Members gated before the cache synced get another look.
+	sel := labels.NewSelector()
+	if req, err := labels.NewRequirement(definition.LabelPodGroup, "exists", nil); err == nil {
+		sel = sel.Add(*req)
+	}
+	pods, _ := p.podLister.List(sel)
+	p.activate(pods...)
+}
+
+func indexByGang(obj any) ([]string, error) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	if name := pod.Labels[definition.LabelPodGroup]; name != "" && pod.Spec.SchedulingGroup == nil {
+		return []string{pod.Namespace + "/" + name}, nil
+	}
+	return nil, nil
+}
+
+// members lists the live pods labelled with the gang, bound or not.
+func (p *Plugin) members(key types.NamespacedName) []*v1.Pod {
+	var out []*v1.Pod
+	if p.indexed {
+		objs, err := p.podIndexer.ByIndex(gangIndex, key.String())
+		if err == nil {
+			for _, o := range objs {
+				if pod, ok := o.(*v1.Pod); ok && live(pod) {
+					out = append(out, pod)
+				}
+			}
+			return out
+		}
+	}
+	sel := labels.SelectorFromSet(labels.Set{definition.LabelPodGroup: key.Name})
+	pods, err := p.podLister.Pods(key.Namespace).List(sel)
+	if err != nil {
+		return nil
+	}
+	for _, pod := range pods {
+		if live(pod) && pod.Spec.SchedulingGroup == nil {
+			out = append(out, pod)
+		}
+	}
+	return out
+}
+
+// podGroup returns the gang's PodGroup, or nil when it does not exist (yet).
+func (p *Plugin) podGroup(key types.NamespacedName) *schedv1alpha1.PodGroup {
+	if !p.pgSynced.Load() {
+		return nil
+	}
+	pg, err := p.pgLister.PodGroups(key.Namespace).Get(key.Name)
+	if err != nil {
+		return nil
+	}
+	return pg
+}
+
+// activate moves pods waiting in the unschedulable pool back to the active
+// queue. Pods already bound or being deleted are left out.
+func (p *Plugin) activate(pods ...*v1.Pod) {
+	m := map[string]*v1.Pod{}
+	for _, pod := range pods {
+		if pod.Spec.NodeName == "" && live(pod) {
+			m[pod.Namespace+"/"+pod.Name] = pod
+		}
+	}
+	if len(m) > 0 {
+		p.h.Activate(p.logger, m)
+	}
+}
+
+func (p *Plugin) onPod(oldObj, newObj any) {
+	pod, ok := newObj.(*v1.Pod)
+	if !ok {
+		return
+	}
+	kind, key := p.classify(pod)
+	if kind != kindMember {
+		return
+	}
+	var old *v1.Pod
+	if oldObj != nil {
+		old, _ = oldObj.(*v1.Pod)
+	}
+	if old != nil && old.Spec.NodeName == "" && pod.Spec.NodeName != "" {
+		p.observeBound(key)
+	}
+	if !live(pod) {
+		p.forgetMember(key, pod)
+	}
+	p.status.enqueue(key)
+}
+
+func (p *Plugin) onPodDelete(obj any) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		tomb, ok := obj.(cache.DeletedFinalStateUnknown)
+		if !ok {
+			return
+		}
+		if pod, ok = tomb.Obj.(*v1.Pod); !ok {
+			return
+		}
+	}
+	if pod.Spec.NodeName != "" {
+		p.changeSeq.Add(1)
+	}
+	p.waiting.Delete(pod.UID)
+	kind, key := p.classify(pod)
+	if kind != kindMember {
+		return
+	}
+	p.forgetMember(key, pod)
+	p.status.enqueue(key)
+}
+
+func (p *Plugin) onPodGroup(oldObj, newObj any) {
+	pg, ok := newObj.(*schedv1alpha1.PodGroup)
+	if !ok {
+		return
+	}
+	key := types.NamespacedName{Namespace: pg.Namespace, Name: pg.Name}
+	p.createdMu.Lock()
+	p.created[key] = pg.CreationTimestamp.Time
+	p.createdMu.Unlock()
+	if old, ok := oldObj.(*schedv1alpha1.PodGroup); ok && old.UID == pg.UID && old.Generation == pg.Generation && maps.Equal(old.Annotations, pg.Annotations) {
+		// Status or label change only — usually the plugin's own status
+		// write. Dropping the plan here would hand the capacity it holds
+		// to other gangs while this one is half reserved.
+		return
+	}
+	// A new PodGroup, or a changed minMember or timeout, may let members in
+	// (PreEnqueue) or change the plan.
+	p.dropPlan(key)
+	if p.pgSynced.Load() {
+		p.activate(p.members(key)...)
+	}
+	p.status.enqueue(key)
+}
+
+func (p *Plugin) onPodGroupDelete(obj any) {
+	pg, ok := obj.(*schedv1alpha1.PodGroup)
+	if !ok {
+		tomb, ok := obj.(cache.DeletedFinalStateUnknown)
+		if !ok {
+			return
+		}
+		if pg, ok = tomb.Obj.(*schedv1alpha1.PodGroup); !ok {
+			return
+		}
+	}
+	key := types.NamespacedName{Namespace: pg.Namespace, Name: pg.Name}
+	p.createdMu.Lock()
+	delete(p.created, key)
+	p.createdMu.Unlock()
+	p.mu.Lock()
+	delete(p.gangs, key)
+	p.mu.Unlock()
+}
+
+// recordEvent records an event on a PodGroup. The recorder resolves the kind
+// through the object's TypeMeta, which informer objects lack.
+func (p *Plugin) recordEvent(pg *schedv1alpha1.PodGroup, eventType, reason, action, note string) {
+	if pg == nil || p.h.EventRecorder() == nil {
+		return
+	}
+	ref := pg.DeepCopy()
+	ref.APIVersion = schedv1alpha1.SchemeGroupVersion.String()
+	ref.Kind = "PodGroup"
+	p.h.EventRecorder().Eventf(ref, nil, eventType, reason, action, "%s", note)
+}
+
+// maxPermitTimeout keeps the barrier wait plus permitBackstop within the
+// framework's 15-minute cap on a Permit wait (frameworkruntime maxTimeout).
+const maxPermitTimeout = 15*time.Minute - permitBackstop
+
+// permitTimeout is the PodGroup's scheduleTimeoutSeconds or the default,
+// at most maxPermitTimeout.
+func (p *Plugin) permitTimeout(pg *schedv1alpha1.PodGroup) time.Duration {
+	if pg != nil && pg.Spec.ScheduleTimeoutSeconds != nil && *pg.Spec.ScheduleTimeoutSeconds > 0 {
+		return min(time.Duration(*pg.Spec.ScheduleTimeoutSeconds)*time.Second, maxPermitTimeout)
+	}
+	return time.Duration(*p.args.PermitTimeoutSeconds) * time.Second
+}
+
+func (p *Plugin) backoff() time.Duration {
+	return time.Duration(*p.args.BackoffSeconds) * time.Second
+}
+
+func minMember(pg *schedv1alpha1.PodGroup) int {
+	if pg.Spec.MinMember < 1 {
+		return 1
+	}
+	return int(pg.Spec.MinMember)
+}

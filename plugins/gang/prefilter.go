@@ -1,0 +1,271 @@
+package gang
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/muster-io/muster/plugins/gang/plan"
+)
+
+// PreFilter steers a member to the node of its gang's plan, computing the
+// plan for the whole gang when there is none (or it went stale). Pods that
+// are not members are skipped, which also skips this plugin's other hooks.
+//
+// A gang without a placement is rejected with UnschedulableAndUnresolvable on
+// purpose: Unschedulable would let DefaultPreemption evict pods to make room
+// for this one member, while the rest of the gang still would not fit —
+// evictions without progress. The pod still gets PodScheduled=False with
+// reason Unschedulable (cluster autoscalers key on that), and the gang comes
+// back through the queueing hints when nodes or capacity appear.
+func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	if _, err := state.Read(simKey); err == nil {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	// Any pod's cycle, the plugin's simulations aside: see Plugin.leading.
+	p.markLeading()
+	kind, key := p.classify(pod)
+	if kind != kindMember {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	pg := p.podGroup(key)
+	if pg == nil {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("PodGroup %s not found", key))
+	}
+	node, status := p.planFor(ctx, pod, pg, key)
+	state.Write(stateKey, &cycleState{gang: key, node: node})
+	if !status.IsSuccess() {
+		return nil, status
+	}
+	return &fwk.PreFilterResult{NodeNames: sets.New(node)}, nil
+}
+
+// PreFilterExtensions returns nil: the plugin keeps no per-pod filter state
+// that preemption's what-if would have to update.
+func (p *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// planFor returns the planned node of pod, computing a plan when needed.
+func (p *Plugin) planFor(ctx context.Context, pod *v1.Pod, pg *schedv1alpha1.PodGroup, key types.NamespacedName) (string, *fwk.Status) {
+	logger := klog.FromContext(ctx)
+	now := p.clock.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	g := p.gang(key)
+
+	if v := g.verdict; v != nil && now.Before(v.until) && v.seq == p.changeSeq.Load() {
+		attempts.WithLabelValues(resultCached).Inc()
+		return "", fwk.NewStatus(fwk.UnschedulableAndUnresolvable, v.message)
+	}
+	if g.plan != nil && now.Before(g.planExpires) {
+		if node, ok := g.plan.Assignments[pod.UID]; ok && p.planStillFits(g, node) {
+			return node, nil
+		}
+	}
+
+	seq := p.changeSeq.Load()
+	members := p.members(key)
+	var pending []*v1.Pod
+	var placed []string
+	seen := false
+	for _, m := range members {
+		switch node, reserved := g.reserved[m.UID]; {
+		case m.Spec.NodeName != "":
+			placed = append(placed, m.Spec.NodeName)
+		case reserved:
+			placed = append(placed, node)
+		default:
+			pending = append(pending, m)
+		}
+		seen = seen || m.UID == pod.UID
+	}
+	if !seen {
+		pending = append(pending, pod)
+	}
+	nodes, err := p.h.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return "", fwk.AsStatus(fmt.Errorf("listing nodes for gang %s: %w", key, err))
+	}
+	req := plan.Request{
+		Gang:      key.String(),
+		MinMember: minMember(pg),
+		Pending:   pending,
+		Placed:    placed,
+		Nodes:     nodes,
+		Held:      p.held(key, now),
+		Topology:  p.topology(pg),
+		Parallelize: func(ctx context.Context, pieces int, fn func(int)) {
+			p.h.Parallelizer().Until(ctx, pieces, fn, Name)
+		},
+	}
+	if p.runner != nil {
+		req.Filter = &profileFilter{p: p, states: map[*plan.Shape]*shapeState{}}
+	}
+	result, err := plan.Compute(ctx, req)
+	var noPlace *plan.NoPlacementError
+	if errors.As(err, &noPlace) {
+		attempts.WithLabelValues(resultNoPlacement).Inc()
+		g.plan, g.planPods = nil, nil
+		g.verdict = &verdict{message: noPlace.Message, until: now.Add(p.backoff()), seq: seq}
+		// Members already waiting at Permit hold capacity the gang cannot
+		// use now: let them go.
+		p.closeBarrier(g)
+		p.rejectWaitingLocked(key, g, noPlace.Message)
+		if g.lastMessage != noPlace.Message {
+			g.lastMessage = noPlace.Message
+			p.recordEvent(pg, v1.EventTypeWarning, "GangUnschedulable", "Scheduling", noPlace.Message)
+		}
+		logger.V(3).Info("No placement for gang", "gang", key, "reason", noPlace.Message)
+		p.status.enqueue(key)
+		return "", fwk.NewStatus(fwk.UnschedulableAndUnresolvable, noPlace.Message)
+	}
+	if err != nil {
+		return "", fwk.AsStatus(err)
+	}
+	attempts.WithLabelValues(resultPlanned).Inc()
+	g.verdict, g.lastMessage = nil, ""
+	g.plan = result
+	g.planExpires = now.Add(p.permitTimeout(pg) + p.backoff())
+	g.planPods = map[types.UID]fwk.PodInfo{}
+	var siblings []*v1.Pod
+	for _, m := range pending {
+		if _, ok := result.Assignments[m.UID]; ok {
+			pi, _ := framework.NewPodInfo(m)
+			g.planPods[m.UID] = pi
+			if m.UID != pod.UID {
+				siblings = append(siblings, m)
+			}
+		}
+	}
+	logger.V(3).Info("Planned gang", "gang", key, "members", len(result.Assignments), "domain", result.Domain, "relaxed", result.Relaxed)
+	// Siblings rejected earlier sit in the unschedulable pool; bring them
+	// to the active queue so the barrier fills quickly.
+	p.activate(siblings...)
+	p.status.enqueue(key)
+	node, ok := result.Assignments[pod.UID]
+	if !ok {
+		return "", fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: its quorum is placed without this member; it will be retried", key))
+	}
+	return node, nil
+}
+
+// planStillFits checks, by resources only, that the node still has room for
+// the members planned there and not yet reserved; the real filters run on
+// the node in this cycle anyway. Call with p.mu held.
+func (p *Plugin) planStillFits(g *gangState, node string) bool {
+	ni, err := p.h.SnapshotSharedLister().NodeInfos().Get(node)
+	if err != nil || ni.Node() == nil {
+		return false
+	}
+	var pods []fwk.PodInfo
+	for uid, n := range g.plan.Assignments {
+		if n != node {
+			continue
+		}
+		if _, done := g.reserved[uid]; done {
+			continue
+		}
+		if pi, ok := g.planPods[uid]; ok {
+			pods = append(pods, pi)
+		}
+	}
+	return plan.FitsResources(ni, pods)
+}
+
+func (p *Plugin) topology(pg *schedv1alpha1.PodGroup) plan.Topology {
+	if k := pg.Annotations[*p.args.TopologyRequiredAnnotation]; k != "" {
+		return plan.Topology{Key: k, Required: true}
+	}
+	if k := pg.Annotations[*p.args.TopologyPreferredAnnotation]; k != "" {
+		return plan.Topology{Key: k}
+	}
+	return plan.Topology{}
+}
+
+// profileFilter asks the profile's PreFilter and Filter plugins about a
+// shape's representative pod, once per shape (PreFilter) and once per node
+// (Filter).
+type profileFilter struct {
+	p      *Plugin
+	mu     sync.Mutex
+	states map[*plan.Shape]*shapeState
+}
+
+type shapeState struct {
+	once    sync.Once
+	state   fwk.CycleState
+	allowed sets.Set[string] // nil: every node
+	ok      bool
+}
+
+func (f *profileFilter) shape(ctx context.Context, s *plan.Shape) *shapeState {
+	f.mu.Lock()
+	st, ok := f.states[s]
+	if !ok {
+		st = &shapeState{}
+		f.states[s] = st
+	}
+	f.mu.Unlock()
+	st.once.Do(func() {
+		cs := framework.NewCycleState()
+		cs.Write(simKey, simMarker{})
+		res, status, _ := f.p.runner.RunPreFilterPlugins(ctx, cs, s.Pod)
+		st.state = cs
+		st.ok = status.IsSuccess()
+		if !res.AllNodes() {
+			st.allowed = res.NodeNames
+		}
+		if !st.ok {
+			klog.FromContext(ctx).V(4).Info("Shape rejected by PreFilter", "pod", klog.KObj(s.Pod), "status", status)
+		}
+	})
+	return st
+}
+
+// Check implements plan.Filter.
+func (f *profileFilter) Check(ctx context.Context, s *plan.Shape, ni fwk.NodeInfo, added []fwk.PodInfo) bool {
+	st := f.shape(ctx, s)
+	if !st.ok {
+		return false
+	}
+	if st.allowed != nil && !st.allowed.Has(ni.Node().Name) {
+		return false
+	}
+	state := st.state
+	if len(added) > 0 {
+		state = st.state.Clone()
+		for _, pi := range added {
+			if !f.p.h.RunPreFilterExtensionAddPod(ctx, state, s.Pod, pi, ni).IsSuccess() {
+				return false
+			}
+		}
+	}
+	return f.p.h.RunFilterPlugins(ctx, state, s.Pod, ni).IsSuccess()
+}
+
+// PostFilter runs when a member did not fit its planned node after all (the
+// snapshot changed under the plan) or the gang had no plan. Either way the
+// gang is released as a whole: waiting siblings are rejected and the plan is
+// dropped. It returns UnschedulableAndUnresolvable so that preemption is not
+// tried on behalf of one member (see PreFilter).
+func (p *Plugin) PostFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	cs := readCycleState(state)
+	if cs == nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	if cs.node == "" {
+		// PreFilter already gave the gang-level reason; add none.
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
+	}
+	msg := fmt.Sprintf("gang %s: member %s no longer fits its planned node %s; re-planning the gang", cs.gang, klog.KObj(pod), cs.node)
+	p.release(cs.gang, msg)
+	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+}

@@ -1,0 +1,222 @@
+package gang
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/util"
+
+	"github.com/muster-io/muster/definition"
+)
+
+// sortKey is what Less compares. Members of one gang share priority, gang
+// time and gang name, so they sit next to each other in the queue and gangs
+// do not interleave.
+type sortKey struct {
+	priority int32
+	// gangTime: the PodGroup's creation time for members; the queue time for
+	// pods scheduled alone and native groups (as the default sort uses).
+	gangTime time.Time
+	// gang identifies the gang ("" for a pod alone).
+	gangNS, gangName string
+	podTime          time.Time
+	podNS, podName   string
+}
+
+// podInfoEntity is the part of a queued pod entity Less needs.
+type podInfoEntity interface {
+	GetPodInfo() fwk.PodInfo
+}
+
+// groupEntity is the part of a queued native pod group entity Less needs.
+type groupEntity interface {
+	GetNamespace() string
+	GetName() string
+}
+
+func (p *Plugin) sortKeyOf(e fwk.QueuedEntityInfo) sortKey {
+	k := sortKey{priority: e.GetPriority(), gangTime: e.GetTimestamp()}
+	switch x := e.(type) {
+	case podInfoEntity:
+		pod := x.GetPodInfo().GetPod()
+		k.priority = corev1helpers.PodPriority(pod)
+		k.podTime, k.podNS, k.podName = pod.CreationTimestamp.Time, pod.Namespace, pod.Name
+		if kind, key := p.classify(pod); kind == kindMember {
+			k.gangNS, k.gangName = key.Namespace, key.Name
+			p.createdMu.RLock()
+			t, ok := p.created[key]
+			p.createdMu.RUnlock()
+			if !ok {
+				t = pod.CreationTimestamp.Time
+			}
+			k.gangTime = t
+		}
+	case groupEntity:
+		// A native pod group is one entity; its name orders ties.
+		k.gangNS, k.gangName = x.GetNamespace(), x.GetName()
+	}
+	return k
+}
+
+// Less orders by priority (higher first), then gang time, gang name, pod
+// creation time and pod name. It reads only the pods and a cached map.
+func (p *Plugin) Less(a, b fwk.QueuedEntityInfo) bool {
+	ka, kb := p.sortKeyOf(a), p.sortKeyOf(b)
+	if ka.priority != kb.priority {
+		return ka.priority > kb.priority
+	}
+	if !ka.gangTime.Equal(kb.gangTime) {
+		return ka.gangTime.Before(kb.gangTime)
+	}
+	if ka.gangNS != kb.gangNS {
+		return ka.gangNS < kb.gangNS
+	}
+	if ka.gangName != kb.gangName {
+		return ka.gangName < kb.gangName
+	}
+	if !ka.podTime.Equal(kb.podTime) {
+		return ka.podTime.Before(kb.podTime)
+	}
+	if ka.podNS != kb.podNS {
+		return ka.podNS < kb.podNS
+	}
+	return ka.podName < kb.podName
+}
+
+// Reasons a pod waits before the queue. They are fixed phrases plus names.
+const (
+	reasonWaitGrouper  = "waiting for the pod-grouper to label the pod (" + definition.LabelPodGroup + " label or " + definition.AnnotationGang + "=" + definition.GangNone + " annotation)"
+	reasonWaitInformer = "waiting for the PodGroup cache to sync (is the scheduling.x-k8s.io PodGroup CRD installed?)"
+)
+
+// PreEnqueue keeps a pod out of the queue until it is labelled (or marked
+// gang-free), its PodGroup exists and minMember live members exist.
+//
+// The framework (1.37) keeps the returned reason only in a V(4) log line and
+// the unschedulable-reason metric; it writes no pod condition for a gated
+// pod. To make the wait visible the plugin records an event on the pod
+// whenever the reason changes.
+func (p *Plugin) PreEnqueue(_ context.Context, pod *v1.Pod) *fwk.Status {
+	kind, key := p.classify(pod)
+	var reason string
+	switch kind {
+	case kindNative, kindFree:
+		return nil
+	case kindUnlabelled:
+		reason = reasonWaitGrouper
+	case kindMember:
+		reason = p.gangReadiness(key)
+	}
+	if reason == "" {
+		p.waiting.Delete(pod.UID)
+		return nil
+	}
+	p.noteWaiting(pod, reason)
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
+}
+
+// gangReadiness returns why the gang is not ready for scheduling, or "".
+func (p *Plugin) gangReadiness(key types.NamespacedName) string {
+	if !p.pgSynced.Load() {
+		return reasonWaitInformer
+	}
+	pg := p.podGroup(key)
+	if pg == nil {
+		return fmt.Sprintf("waiting for PodGroup %s to be created", key)
+	}
+	if n, want := len(p.members(key)), minMember(pg); n < want {
+		return fmt.Sprintf("waiting for members of gang %s: %d of %d (minMember) exist", key, n, want)
+	}
+	return ""
+}
+
+func (p *Plugin) noteWaiting(pod *v1.Pod, reason string) {
+	if prev, ok := p.waiting.Load(pod.UID); ok && prev == reason {
+		return
+	}
+	p.waiting.Store(pod.UID, reason)
+	if r := p.h.EventRecorder(); r != nil {
+		r.Eventf(pod, nil, v1.EventTypeNormal, "GangWaiting", "Scheduling", "%s", reason)
+	}
+}
+
+// EventsToRegister lists the events that may let a member in or give a
+// rejected gang a placement. PodGroup changes are not here: the scheduler
+// would watch them with a dynamic informer whose sync blocks start-up when
+// the CRD is missing, so the plugin watches them itself and activates the
+// members (onPodGroup).
+func (p *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		// A new member may complete the quorum (PreEnqueue); bound ones count too.
+		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Add}, QueueingHintFn: p.isSchedulableAfterMemberAdded},
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Add}, QueueingHintFn: p.isSchedulableAfterMemberAdded},
+		// Freed capacity may give a rejected gang a placement.
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: p.isSchedulableAfterCapacityFreed},
+		// The pod-grouper labels or marks the pod.
+		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.Update}, QueueingHintFn: p.isSchedulableAfterPodUpdated},
+		// New or changed nodes add capacity or lift taints.
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}, QueueingHintFn: p.isSchedulableAfterNodeChange},
+	}, nil
+}
+
+func (p *Plugin) isSchedulableAfterMemberAdded(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	_, added, err := util.As[*v1.Pod](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	kind, key := p.classify(pod)
+	if kind != kindMember {
+		return fwk.QueueSkip, nil
+	}
+	if k2, key2 := p.classify(added); k2 == kindMember && key2 == key {
+		logger.V(5).Info("member of the same gang added", "pod", klog.KObj(pod), "added", klog.KObj(added))
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}
+
+func (p *Plugin) isSchedulableAfterCapacityFreed(logger klog.Logger, pod *v1.Pod, _, _ any) (fwk.QueueingHint, error) {
+	if kind, _ := p.classify(pod); kind != kindMember {
+		return fwk.QueueSkip, nil
+	}
+	logger.V(5).Info("an assigned pod went away; the gang may fit now", "pod", klog.KObj(pod))
+	return fwk.Queue, nil
+}
+
+func (p *Plugin) isSchedulableAfterPodUpdated(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	oldPod, newPod, err := util.As[*v1.Pod](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	oldKind, oldKey := p.classify(oldPod)
+	newKind, newKey := p.classify(newPod)
+	if oldKind == newKind && oldKey == newKey {
+		return fwk.QueueSkip, nil
+	}
+	logger.V(5).Info("pod's gang changed", "pod", klog.KObj(pod), "gang", newKey)
+	return fwk.Queue, nil
+}
+
+func (p *Plugin) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1.Pod, _, _ any) (fwk.QueueingHint, error) {
+	if kind, _ := p.classify(pod); kind != kindMember {
+		return fwk.QueueSkip, nil
+	}
+	logger.V(5).Info("node added or changed; the gang may fit now", "pod", klog.KObj(pod))
+	return fwk.Queue, nil
+}
+
+// SignPod opts gang members out of opportunistic batching: their result
+// depends on the gang's plan, not on the pod alone. Other pods are not
+// affected by this plugin, so they sign with no fragment.
+func (p *Plugin) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	if kind, _ := p.classify(pod); kind == kindMember {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "gang members are planned as a whole")
+	}
+	return nil, nil
+}

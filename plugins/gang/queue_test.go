@@ -1,0 +1,105 @@
+package gang
+
+import (
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/utils/ptr"
+
+	"github.com/muster-io/muster/definition"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+type podOpt func(*v1.Pod)
+
+func inGang(name string) podOpt {
+	return func(p *v1.Pod) { p.Labels = map[string]string{definition.LabelPodGroup: name} }
+}
+func prio(v int32) podOpt { return func(p *v1.Pod) { p.Spec.Priority = ptr.To(v) } }
+func created(d time.Duration) podOpt {
+	return func(p *v1.Pod) { p.CreationTimestamp = metav1.NewTime(t0.Add(d)) }
+}
+func gangFree(p *v1.Pod) {
+	p.Annotations = map[string]string{definition.AnnotationGang: definition.GangNone}
+}
+func native(p *v1.Pod) {
+	p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To("native")}
+}
+
+func testPod(name string, opts ...podOpt) *v1.Pod {
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(name), CreationTimestamp: metav1.NewTime(t0)}}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+func queued(p *v1.Pod, queuedAt time.Duration) fwk.QueuedEntityInfo {
+	pi, _ := framework.NewPodInfo(p)
+	return &framework.QueuedPodInfo{PodInfo: pi, QueueingParams: framework.QueueingParams{Timestamp: t0.Add(queuedAt)}}
+}
+
+func TestLess(t *testing.T) {
+	p := &Plugin{requirePodGrouper: true, created: map[types.NamespacedName]time.Time{
+		{Namespace: "ns", Name: "old"}: t0.Add(-time.Hour),
+		{Namespace: "ns", Name: "new"}: t0.Add(time.Hour),
+		{Namespace: "ns", Name: "a"}:   t0.Add(3 * time.Hour),
+		{Namespace: "ns", Name: "b"}:   t0.Add(3 * time.Hour),
+	}}
+	entities := []fwk.QueuedEntityInfo{
+		// Members of "new" arrive first, but their PodGroup is younger.
+		queued(testPod("new-1", inGang("new"), created(2*time.Second)), 0),
+		queued(testPod("new-0", inGang("new"), created(time.Second)), 1),
+		queued(testPod("old-1", inGang("old"), created(2*time.Second)), 2),
+		queued(testPod("old-0", inGang("old"), created(time.Second)), 3),
+		// A pod alone queued between the gangs' times goes between them.
+		queued(testPod("alone", gangFree), 30*time.Minute),
+		// Higher priority goes first whatever else.
+		queued(testPod("urgent", inGang("new"), prio(100)), 5),
+		queued(testPod("native-0", native), 40*time.Minute),
+		// Same gang time: the gang name breaks the tie, members stay together.
+		queued(testPod("b-0", inGang("b"), created(3*time.Hour)), 6),
+		queued(testPod("a-1", inGang("a"), created(3*time.Hour+time.Second)), 7),
+		queued(testPod("a-0", inGang("a"), created(3*time.Hour)), 8),
+	}
+	sort.SliceStable(entities, func(i, j int) bool { return p.Less(entities[i], entities[j]) })
+	var got []string
+	for _, e := range entities {
+		got = append(got, e.(*framework.QueuedPodInfo).Pod.Name)
+	}
+	want := []string{"urgent", "old-0", "old-1", "alone", "native-0", "new-0", "new-1", "a-0", "a-1", "b-0"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("queue order (-want, +got):\n%s", diff)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		name     string
+		pod      *v1.Pod
+		grouper  bool
+		wantKind podKind
+	}{
+		{"member", testPod("m", inGang("pg")), true, kindMember},
+		{"gang-free marker", testPod("f", gangFree), true, kindFree},
+		{"unlabelled waits for the pod-grouper", testPod("u"), true, kindUnlabelled},
+		{"unlabelled without a pod-grouper is alone", testPod("u"), false, kindFree},
+		{"native wins over the label", testPod("n", native, inGang("pg")), true, kindNative},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &Plugin{requirePodGrouper: tc.grouper}
+			if got, _ := p.classify(tc.pod); got != tc.wantKind {
+				t.Errorf("kind %d, want %d", got, tc.wantKind)
+			}
+		})
+	}
+}

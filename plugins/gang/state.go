@@ -1,0 +1,136 @@
+package gang
+
+import (
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/clock"
+
+	"github.com/muster-io/muster/plugins/gang/plan"
+)
+
+// gangState is what the plugin remembers about one gang between cycles.
+// Guarded by Plugin.mu.
+type gangState struct {
+	// plan is the current placement of the pending members, nil when none.
+	plan *plan.Plan
+	// planPods are the PodInfos of the planned pending members: other gangs'
+	// plans count them as held capacity until they are reserved.
+	planPods    map[types.UID]fwk.PodInfo
+	planExpires time.Time
+	// reserved are members this scheduler reserved (assumed) and their node;
+	// an entry goes on Unreserve or when the pod is deleted.
+	reserved map[types.UID]string
+	// verdict is the last "no placement" answer, reused for siblings.
+	verdict *verdict
+	// lastMessage is the last reason recorded as an event on the PodGroup.
+	lastMessage string
+	// partialSince is when the gang was first seen partly bound.
+	partialSince time.Time
+	// quorumObserved: the bound metric was recorded for this PodGroup UID.
+	quorumObserved types.UID
+	// retry re-activates members after a release's backoff.
+	retry *time.Timer
+	// barrier is open while members wait at Permit for the quorum.
+	barrier *barrier
+}
+
+// barrier is a gang's wait at Permit: one deadline for all its members.
+type barrier struct {
+	deadline time.Time
+	timer    clock.Timer
+}
+
+// verdict is a cached "no placement" result.
+type verdict struct {
+	message string
+	until   time.Time
+	seq     int64
+}
+
+// gang returns the state of key, creating it. Call with p.mu held.
+func (p *Plugin) gang(key types.NamespacedName) *gangState {
+	g, ok := p.gangs[key]
+	if !ok {
+		g = &gangState{reserved: map[types.UID]string{}}
+		p.gangs[key] = g
+	}
+	return g
+}
+
+// dropPlan forgets the gang's plan, e.g. when its PodGroup changes.
+func (p *Plugin) dropPlan(key types.NamespacedName) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if g, ok := p.gangs[key]; ok {
+		g.plan, g.planPods = nil, nil
+	}
+}
+
+// forgetMember drops a deleted or finished member from the gang's state; a
+// planned member going away voids the plan.
+func (p *Plugin) forgetMember(key types.NamespacedName, pod *v1.Pod) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	g, ok := p.gangs[key]
+	if !ok {
+		return
+	}
+	delete(g.reserved, pod.UID)
+	if g.plan != nil {
+		if _, planned := g.plan.Assignments[pod.UID]; planned {
+			g.plan, g.planPods = nil, nil
+		}
+	}
+}
+
+// held lists, per node, the planned but not yet reserved members of every
+// gang except skip: capacity a new plan must not hand out again. Call with
+// p.mu held.
+func (p *Plugin) held(skip types.NamespacedName, now time.Time) map[string][]fwk.PodInfo {
+	out := map[string][]fwk.PodInfo{}
+	for key, g := range p.gangs {
+		if key == skip || g.plan == nil || now.After(g.planExpires) {
+			continue
+		}
+		for uid, node := range g.plan.Assignments {
+			if _, done := g.reserved[uid]; done {
+				continue
+			}
+			if pi, ok := g.planPods[uid]; ok {
+				out[node] = append(out[node], pi)
+			}
+		}
+	}
+	return out
+}
+
+// cycleState carries what PreFilter decided to PostFilter in the same cycle.
+type cycleState struct {
+	gang types.NamespacedName
+	node string // planned node, "" when PreFilter rejected
+}
+
+// Clone shares the value: it is never changed after Write.
+func (s *cycleState) Clone() fwk.StateData { return s }
+
+const stateKey fwk.StateKey = Name + "/plan"
+
+// simKey marks a CycleState built by the plugin to ask the other filters
+// about a shape; the plugin's own PreFilter steps aside there.
+const simKey fwk.StateKey = Name + "/simulation"
+
+type simMarker struct{}
+
+func (simMarker) Clone() fwk.StateData { return simMarker{} }
+
+func readCycleState(state fwk.CycleState) *cycleState {
+	d, err := state.Read(stateKey)
+	if err != nil {
+		return nil
+	}
+	s, _ := d.(*cycleState)
+	return s
+}

@@ -1,0 +1,155 @@
+package gang
+
+import (
+	"context"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+)
+
+// statusUpdater keeps PodGroup status (phase, running, scheduleStartTime)
+// current from the scheduler side. Writes are asynchronous, coalesced per
+// PodGroup, rate-limited, and made only when something changed.
+type statusUpdater struct {
+	p     *Plugin
+	queue workqueue.TypedRateLimitingInterface[types.NamespacedName]
+}
+
+// statusDelay coalesces bursts (a gang binding member after member).
+const statusDelay = 200 * time.Millisecond
+
+func newStatusUpdater(p *Plugin) *statusUpdater {
+	return &statusUpdater{
+		p: p,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
+			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "muster-gang-status"},
+		),
+	}
+}
+
+func (s *statusUpdater) enqueue(key types.NamespacedName) {
+	s.queue.AddAfter(key, statusDelay)
+}
+
+func (s *statusUpdater) run(ctx context.Context) {
+	go func() {
+		<-ctx.Done()
+		s.queue.ShutDown()
+	}()
+	for {
+		key, shutdown := s.queue.Get()
+		if shutdown {
+			return
+		}
+		if err := s.sync(ctx, key); err != nil {
+			klog.FromContext(ctx).V(3).Info("PodGroup status update failed; retrying", "podGroup", key, "err", err)
+			s.queue.AddRateLimited(key)
+		} else {
+			s.queue.Forget(key)
+		}
+		s.queue.Done(key)
+	}
+}
+
+// desiredStatus derives the status from the members and the plugin's state.
+func (p *Plugin) desiredStatus(pg *schedv1alpha1.PodGroup, key types.NamespacedName, now time.Time) schedv1alpha1.PodGroupStatus {
+	st := *pg.Status.DeepCopy()
+	bound, running := 0, 0
+	for _, m := range p.members(key) {
+		if m.Spec.NodeName != "" {
+			bound++
+		}
+		if m.Status.Phase == v1.PodRunning {
+			running++
+		}
+	}
+	p.mu.Lock()
+	inFlight := 0
+	if g, ok := p.gangs[key]; ok {
+		inFlight = len(g.reserved)
+		if g.plan != nil {
+			inFlight += len(g.plan.Assignments)
+		}
+	}
+	p.mu.Unlock()
+	want := minMember(pg)
+	st.Running = int32(running)
+	switch {
+	case running >= want:
+		st.Phase = schedv1alpha1.PodGroupRunning
+	case bound >= want || inFlight > 0:
+		st.Phase = schedv1alpha1.PodGroupScheduling
+	case bound > 0:
+		// Part of the gang is bound and nothing is being placed: the state
+		// the eviction loop resolves after its grace period.
+		st.Phase = schedv1alpha1.PodGroupUnknown
+	default:
+		st.Phase = schedv1alpha1.PodGroupPending
+	}
+	if st.Phase != schedv1alpha1.PodGroupPending && st.ScheduleStartTime.IsZero() {
+		st.ScheduleStartTime = metav1.NewTime(now)
+	}
+	return st
+}
+
+func (s *statusUpdater) sync(ctx context.Context, key types.NamespacedName) error {
+	p := s.p
+	// Only the leader writes: it is the one whose state is current.
+	if !p.leading.Load() {
+		return nil
+	}
+	pg := p.podGroup(key)
+	if pg == nil {
+		return nil
+	}
+	st := p.desiredStatus(pg, key, p.clock.Now())
+	if st.Phase == pg.Status.Phase && st.Running == pg.Status.Running && st.ScheduleStartTime.Equal(&pg.Status.ScheduleStartTime) {
+		return nil
+	}
+	upd := pg.DeepCopy()
+	upd.Status = st
+	_, err := p.pgClient.SchedulingV1alpha1().PodGroups(pg.Namespace).UpdateStatus(ctx, upd, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// observeBound records the time-to-bound metric the first time minMember
+// members of a PodGroup are bound.
+func (p *Plugin) observeBound(key types.NamespacedName) {
+	pg := p.podGroup(key)
+	if pg == nil {
+		return
+	}
+	members := p.members(key)
+	bound := 0
+	var first time.Time
+	for _, m := range members {
+		if m.Spec.NodeName != "" {
+			bound++
+		}
+		if t := m.CreationTimestamp.Time; first.IsZero() || t.Before(first) {
+			first = t
+		}
+	}
+	if bound < minMember(pg) {
+		return
+	}
+	p.mu.Lock()
+	g := p.gang(key)
+	seen := g.quorumObserved == pg.UID
+	g.quorumObserved = pg.UID
+	g.partialSince = time.Time{}
+	p.mu.Unlock()
+	if !seen && !first.IsZero() {
+		timeToBound.Observe(p.clock.Since(first).Seconds())
+	}
+}
