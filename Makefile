@@ -57,5 +57,22 @@ fuzz:
 catalog-docs:
 	$(GO) run ./catalog/cmd/catalogdocs -o catalog/README.md
 
+## rbac: regenerate the pod-grouper's read role from the catalog (kustomize tree and Helm chart)
+.PHONY: rbac
+rbac:
+	$(GO) run ./internal/rbacgen/cmd/rbacgen manifests/rbac/podgrouper-catalog-read.yaml manifests/helm/muster/templates/podgrouper-catalog-read.yaml
+
+## manifests: generate the Karta CRD from definition/types.go (controller-gen,
+## pinned in hack/tools/go.mod) and copy the PodGroup CRD of the scheduler-plugins
+## module we build against (a generated artifact of that dependency, header kept)
+CONTROLLER_GEN ?= $(BIN)/controller-gen
+$(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum
+	@mkdir -p $(BIN)
+	cd hack/tools && $(GO) build -o $(abspath $(CONTROLLER_GEN)) sigs.k8s.io/controller-tools/cmd/controller-gen
+
+manifests: $(CONTROLLER_GEN) rbac
+	$(CONTROLLER_GEN) crd paths=./definition/... output:crd:artifacts:config=manifests/crds
+	install -m 0644 "$$($(GO) list -m -f '{{.Dir}}' sigs.k8s.io/scheduler-plugins)/config/crd/bases/scheduling.x-k8s.io_podgroups.yaml" manifests/crds/
+
 clean:
 	rm -rf $(BIN)

@@ -1,0 +1,182 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/muster-io/muster/catalog"
+	"github.com/muster-io/muster/definition"
+	"github.com/muster-io/muster/internal/version"
+	"github.com/muster-io/muster/podgrouper"
+)
+
+// NewCommand returns the muster-podgrouper command.
+func NewCommand() *cobra.Command {
+	o := NewOptions()
+	cmd := &cobra.Command{
+		Use:   "muster-podgrouper",
+		Short: "Put the pods of every defined workload into scheduler-plugins PodGroups",
+		Long: `muster-podgrouper watches the pods of muster's scheduler, finds the workload each
+belongs to through its owners and the workload definitions (the embedded catalog plus
+cluster Karta objects), and writes one PodGroup per gang with the pods labelled for it.`,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return Run(cmd.Context(), o)
+		},
+	}
+	o.AddFlags(cmd.Flags())
+	return cmd
+}
+
+// Run runs the pod-grouper until ctx is done (or, with leader election,
+// until the lease is lost: the process then exits so it restarts clean).
+func Run(ctx context.Context, o *Options) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	logger := klog.FromContext(ctx)
+	logger.Info("Starting muster-podgrouper", "version", version.Version)
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	cfg.UserAgent = "muster-podgrouper/" + version.Version
+	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+	clients, err := podgrouper.NewClients(cfg)
+	if err != nil {
+		return err
+	}
+	reg, err := catalog.NewRegistry(definition.Options{})
+	if err != nil {
+		return fmt.Errorf("embedded catalog: %w", err)
+	}
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartStructuredLogging(3)
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clients.Kube.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: podgrouper.FieldManager})
+
+	opts := podgrouper.Options{SchedulerNames: o.SchedulerNames, MaxOwnerDepth: o.MaxOwnerDepth}
+	if o.ScheduleTimeoutSeconds > 0 {
+		opts.ScheduleTimeoutSeconds = ptr.To(o.ScheduleTimeoutSeconds)
+	}
+	ctrl, err := podgrouper.NewController(ctx, clients, podgrouper.NewCatalogDefinitions(reg), recorder, opts)
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	srvErr := make(chan error, 1)
+	srv, err := serve(ctx, o.BindAddress, ctrl.HasSynced, srvErr)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = srv.Close() }()
+
+	run := func(ctx context.Context) {
+		if err := ctrl.Run(ctx, o.Workers); err != nil {
+			logger.Error(err, "Pod-grouper stopped")
+		}
+	}
+	if !o.LeaderElection.LeaderElect {
+		go func() { run(ctx); cancel() }()
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-srvErr:
+			return err
+		}
+	}
+
+	id, err := os.Hostname()
+	if err != nil {
+		return fmt.Errorf("leader election identity: %w", err)
+	}
+	id += "_" + string(uuid.NewUUID())
+	lock, err := resourcelock.New(o.LeaderElection.ResourceLock, o.LeaderElection.ResourceNamespace, o.LeaderElection.ResourceName,
+		clients.Kube.CoreV1(), clients.Kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: id, EventRecorder: recorder})
+	if err != nil {
+		return fmt.Errorf("leader election lock: %w", err)
+	}
+	lost := make(chan struct{})
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   o.LeaderElection.LeaseDuration.Duration,
+		RenewDeadline:   o.LeaderElection.RenewDeadline.Duration,
+		RetryPeriod:     o.LeaderElection.RetryPeriod.Duration,
+		ReleaseOnCancel: true,
+		Name:            o.LeaderElection.ResourceName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: run,
+			OnStoppedLeading: func() { close(lost) },
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+	go le.Run(ctx)
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-srvErr:
+		return err
+	case <-lost:
+		if ctx.Err() != nil {
+			return nil
+		}
+		// Informers and queues are not restartable; exit and let the
+		// Deployment start a fresh process that competes again.
+		return errors.New("leader election lost")
+	}
+}
+
+// serve starts /healthz, /readyz and /metrics. readyz is OK once the
+// controller's caches are synced and its workers run (only the leader is
+// ready; a standby answers 503).
+func serve(ctx context.Context, addr string, synced func() bool, errs chan<- error) (*http.Server, error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !synced() {
+			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	mux.Handle("/metrics", legacyregistry.Handler())
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--bind-address %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs <- fmt.Errorf("health server: %w", err)
+		}
+	}()
+	return srv, nil
+}

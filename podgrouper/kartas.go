@@ -1,0 +1,281 @@
+package podgrouper
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/muster-io/muster/definition"
+)
+
+// KartaResource is the cluster resource of workload definitions.
+var KartaResource = schema.GroupVersionResource{Group: definition.Group, Version: definition.Version, Resource: "kartas"}
+
+// Karta status condition written for every cluster definition.
+const (
+	ConditionValid   = "Valid"
+	ReasonCompiled   = "Compiled"
+	ReasonInvalid    = "Invalid"
+	maxStatusErrors  = 5
+	maxStatusMessage = 2000
+)
+
+// kartaKey is the one key of the definitions queue: any change re-reads the
+// whole set, so a burst of changes is applied once and the registry is
+// replaced atomically.
+const kartaKey = "kartas"
+
+// kartas keeps the registry's cluster definitions equal to the cluster's
+// Karta objects and writes each one's Valid condition.
+type kartas struct {
+	client   dynamic.Interface
+	mapper   meta.RESTMapper
+	defs     Definitions
+	onChange func()
+
+	factory  dynamicinformer.DynamicSharedInformerFactory
+	informer cache.SharedIndexInformer
+	queue    workqueue.TypedRateLimitingInterface[string]
+	// applied is the fingerprint (name, uid, generation of every Karta) of
+	// the set last given to the registry: status writes, ours included, do
+	// not recompile anything or requeue pods.
+	applied string
+	results map[string]error // compile result per Karta name, of that set
+}
+
+func newKartas(client dynamic.Interface, mapper meta.RESTMapper, defs Definitions, onChange func()) *kartas {
+	return &kartas{
+		client: client, mapper: mapper, defs: defs, onChange: onChange,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "muster_podgrouper_kartas"},
+		),
+	}
+}
+
+// start watches Kartas when their CRD is installed, applies them once before
+// returning (so pods are grouped with every definition from the start), and
+// keeps applying changes until ctx is done. Without the CRD only the embedded
+// definitions are used.
+func (k *kartas) start(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	if _, err := k.mapper.RESTMapping(schema.GroupKind{Group: definition.Group, Kind: definition.Kind}, definition.Version); err != nil {
+		if r, ok := k.mapper.(meta.ResettableRESTMapper); ok && meta.IsNoMatchError(err) {
+			r.Reset()
+			_, err = k.mapper.RESTMapping(schema.GroupKind{Group: definition.Group, Kind: definition.Kind}, definition.Version)
+		}
+		if err != nil {
+			logger.Info("Karta CRD not installed; using the embedded definitions only", "err", err)
+			k.queue.ShutDown()
+			return nil
+		}
+	}
+	k.factory = dynamicinformer.NewDynamicSharedInformerFactory(k.client, 0)
+	k.informer = k.factory.ForResource(KartaResource).Informer()
+	_ = k.informer.SetTransform(stripManagedFields)
+	enqueue := func(any) { k.queue.Add(kartaKey) }
+	if _, err := k.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue,
+		// Only spec changes (generation) matter; our own status writes
+		// come back as updates too.
+		UpdateFunc: func(o, n any) {
+			om, err1 := metaAccessor(o)
+			nm, err2 := metaAccessor(n)
+			if err1 != nil || err2 != nil || om.GetGeneration() != nm.GetGeneration() || om.GetUID() != nm.GetUID() {
+				k.queue.Add(kartaKey)
+			}
+		},
+		DeleteFunc: enqueue,
+	}); err != nil {
+		return fmt.Errorf("watching Kartas: %w", err)
+	}
+	k.factory.Start(ctx.Done())
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, k.informer.HasSynced) {
+		return fmt.Errorf("podgrouper: Karta cache not synced: %w", context.Cause(ctx))
+	}
+	if err := k.apply(ctx); err != nil {
+		logger.Error(err, "Applying cluster definitions; retrying")
+		k.queue.AddRateLimited(kartaKey)
+	}
+	go wait.UntilWithContext(ctx, k.worker, time.Second)
+	return nil
+}
+
+func (k *kartas) shutdown() {
+	k.queue.ShutDown()
+	if k.factory != nil {
+		k.factory.Shutdown()
+	}
+}
+
+func (k *kartas) worker(ctx context.Context) {
+	for {
+		key, quit := k.queue.Get()
+		if quit {
+			return
+		}
+		err := k.apply(ctx)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Applying cluster definitions; retrying")
+			k.queue.AddRateLimited(key)
+		} else {
+			k.queue.Forget(key)
+		}
+		k.queue.Done(key)
+	}
+}
+
+// apply decodes every Karta, replaces the registry's cluster set, writes
+// each Karta's Valid condition, and tells the controller when definitions
+// changed. A Karta that does not decode or compile is reported on its
+// status and left out; it never affects the others.
+func (k *kartas) apply(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	objs := k.informer.GetStore().List()
+	var decoded []*definition.Karta
+	var prints []string
+	invalid := map[string]error{}
+	byName := map[string]*unstructured.Unstructured{}
+	for _, o := range objs {
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		byName[u.GetName()] = u
+		prints = append(prints, fmt.Sprintf("%s/%s/%d", u.GetName(), u.GetUID(), u.GetGeneration()))
+		kt, err := decodeKarta(u)
+		if err != nil {
+			invalid[u.GetName()] = err
+			continue
+		}
+		decoded = append(decoded, kt)
+	}
+	sort.Slice(decoded, func(i, j int) bool { return decoded[i].Name < decoded[j].Name })
+	sort.Strings(prints)
+	fingerprint := strings.Join(prints, ",")
+	changed := fingerprint != k.applied
+	if changed {
+		k.results = map[string]error{}
+		for _, e := range k.defs.SetCluster(decoded) {
+			k.results[e.Name] = e.Err
+		}
+		k.applied = fingerprint
+	}
+	for name, err := range k.results {
+		if err != nil {
+			invalid[name] = err
+		}
+	}
+	var errs []error
+	for name, u := range byName {
+		cond := metav1.Condition{Type: ConditionValid, Status: metav1.ConditionTrue, Reason: ReasonCompiled,
+			Message: "the definition is valid and in use", ObservedGeneration: u.GetGeneration()}
+		if err, bad := invalid[name]; bad {
+			errorsTotal.WithLabelValues(reasonKartaDecode).Inc()
+			cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonInvalid, statusMessage(err)
+			logger.Info("Cluster definition is invalid", "karta", name, "err", cond.Message)
+		}
+		if err := k.writeCondition(ctx, u, cond); err != nil {
+			errorsTotal.WithLabelValues(reasonKartaStatus).Inc()
+			errs = append(errs, err)
+		}
+	}
+	if changed && k.onChange != nil {
+		k.onChange()
+	}
+	return errors.Join(errs...)
+}
+
+// decodeKarta decodes u strictly through the definition decoder, so an
+// unknown field is an error naming it.
+func decodeKarta(u *unstructured.Unstructured) (*definition.Karta, error) {
+	c := u.DeepCopy()
+	// Status is ours, not part of the definition; metadata noise is dropped
+	// so the strict decoder sees only what the user wrote.
+	unstructured.RemoveNestedField(c.Object, "status")
+	data, err := json.Marshal(c.Object)
+	if err != nil {
+		return nil, err
+	}
+	return definition.Decode(data)
+}
+
+// statusMessage renders the first errors with their field paths.
+func statusMessage(err error) string {
+	var ve *definition.ValidationError
+	var msgs []string
+	if errors.As(err, &ve) && len(ve.Errs) > 0 {
+		for i, e := range ve.Errs {
+			if i == maxStatusErrors {
+				msgs = append(msgs, fmt.Sprintf("and %d more", len(ve.Errs)-i))
+				break
+			}
+			var fe *field.Error
+			if errors.As(e, &fe) {
+				msgs = append(msgs, fe.Error())
+			} else {
+				msgs = append(msgs, e.Error())
+			}
+		}
+	} else {
+		msgs = []string{err.Error()}
+	}
+	m := strings.Join(msgs, "; ")
+	if len(m) > maxStatusMessage {
+		m = m[:maxStatusMessage] + "…"
+	}
+	return m
+}
+
+// writeCondition sets cond on u's status when it differs.
+func (k *kartas) writeCondition(ctx context.Context, u *unstructured.Unstructured, cond metav1.Condition) error {
+	var conds []metav1.Condition
+	if raw, ok, _ := unstructured.NestedSlice(u.Object, "status", "conditions"); ok {
+		data, _ := json.Marshal(raw)
+		_ = json.Unmarshal(data, &conds)
+	}
+	if cur := meta.FindStatusCondition(conds, cond.Type); cur != nil && cur.Status == cond.Status &&
+		cur.Reason == cond.Reason && cur.Message == cond.Message && cur.ObservedGeneration == cond.ObservedGeneration {
+		return nil
+	}
+	meta.SetStatusCondition(&conds, cond)
+	data, err := json.Marshal(conds)
+	if err != nil {
+		return err
+	}
+	var raw []any
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	c := u.DeepCopy()
+	if err := unstructured.SetNestedSlice(c.Object, raw, "status", "conditions"); err != nil {
+		return err
+	}
+	_, err = k.client.Resource(KartaResource).UpdateStatus(ctx, c, metav1.UpdateOptions{FieldManager: FieldManager})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		// Deleted, or changed meanwhile: the informer brings the new
+		// version and apply runs again.
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("writing status of Karta %s: %w", u.GetName(), err)
+	}
+	return nil
+}

@@ -1,0 +1,57 @@
+package podgrouper
+
+import (
+	"sync"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+const metricsSubsystem = "muster_podgrouper"
+
+// Error reasons counted by muster_podgrouper_errors_total. Constant strings:
+// a reason per distinct message would explode the series.
+const (
+	reasonOwners      = "owners"       // owner chain could not be walked
+	reasonRoot        = "root"         // workload object could not be read
+	reasonDefinition  = "definition"   // definition evaluation failed (pod treated as gang-free)
+	reasonPodGroup    = "podgroup"     // PodGroup create/update failed
+	reasonPodPatch    = "pod_patch"    // pod label/annotation patch failed
+	reasonKartaDecode = "karta"        // a cluster Karta is invalid
+	reasonKartaStatus = "karta_status" // writing a Karta's status failed
+)
+
+var (
+	reconcileDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "reconcile_duration_seconds",
+		Help:           "Time to reconcile one pod, by result (success, error).",
+		Buckets:        metrics.ExponentialBuckets(0.0005, 2, 16),
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+
+	podToPodGroup = metrics.NewHistogram(&metrics.HistogramOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "pod_to_podgroup_seconds",
+		Help:           "Time from a pod's creation to its PodGroup existing and the pod labelled with it.",
+		Buckets:        metrics.ExponentialBuckets(0.001, 2, 16),
+		StabilityLevel: metrics.ALPHA,
+	})
+
+	errorsTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "errors_total",
+		Help:           "Errors of the pod-grouper by reason.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"reason"})
+
+	registerOnce sync.Once
+)
+
+// RegisterMetrics registers the pod-grouper metrics with the legacy registry
+// served on /metrics. It is safe to call more than once.
+func RegisterMetrics() {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(reconcileDuration, podToPodGroup, errorsTotal)
+	})
+}

@@ -1,0 +1,380 @@
+package podgrouper
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/muster-io/muster/definition"
+)
+
+// Foreign gang markers: a pod carrying one is grouped by another mechanism.
+const (
+	// annotationVolcanoGroup is Volcano's pod → PodGroup annotation.
+	annotationVolcanoGroup = "scheduling.k8s.io/group-name"
+	// annotationKAIGroup is KAI Scheduler's pod → PodGroup annotation.
+	annotationKAIGroup = "pod-group-name"
+)
+
+// Event reasons on pods.
+const (
+	eventReasonYield            = "GangManagedElsewhere"
+	eventReasonBrokenDefinition = "BrokenWorkloadDefinition"
+)
+
+// decision is what the pod-grouper wants for one pod: a gang (PodGroup name
+// and object) or scheduled alone (reason, and a warning when a definition
+// is broken).
+type decision struct {
+	gang     *definition.Gang
+	pgName   string
+	pg       *schedv1alpha1.PodGroup
+	rootUID  types.UID
+	reason   string // gang-free reason
+	warning  string // Warning event note, when a definition is broken
+	yieldMsg string // set when another mechanism owns the pod
+}
+
+// sync reconciles one pod from scratch: it is safe to repeat and converges
+// from any state the pod-grouper left after a crash.
+func (c *Controller) sync(ctx context.Context, key string) error {
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "pod", key)
+	ctx = klog.NewContext(ctx, logger)
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil // not ours to retry: a malformed key never becomes valid
+	}
+	pod, err := c.podLister.Pods(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !c.ownScheduler(pod.Spec.SchedulerName) || pod.DeletionTimestamp != nil {
+		return nil
+	}
+	if msg := foreignMarker(pod); msg != "" {
+		c.yield(pod, msg)
+		return nil
+	}
+	d, err := c.decide(ctx, pod)
+	if err != nil {
+		return err
+	}
+	if d.rootUID != "" {
+		c.index.set(key, d.rootUID)
+	}
+	// A pod-group label we would not write names someone else's PodGroup.
+	if v := pod.Labels[definition.LabelPodGroup]; v != "" && (d.gang == nil || v != d.pgName) {
+		if pg, err := c.pgLister.PodGroups(ns).Get(v); err != nil || !isMusterPodGroup(pg) {
+			c.yield(pod, fmt.Sprintf("label %s=%s names a PodGroup muster did not create", definition.LabelPodGroup, v))
+			return nil
+		}
+	}
+	if d.warning != "" {
+		c.noteOnce(pod, corev1.EventTypeWarning, eventReasonBrokenDefinition, d.warning)
+	}
+	if d.gang == nil {
+		return c.markAlone(ctx, pod, d.reason)
+	}
+	if msg, err := c.ensurePodGroup(ctx, d.pg); err != nil {
+		errorsTotal.WithLabelValues(reasonPodGroup).Inc()
+		return err
+	} else if msg != "" {
+		c.yield(pod, msg)
+		return nil
+	}
+	return c.labelMember(ctx, pod, d.pgName)
+}
+
+// foreignMarker returns why another gang mechanism owns pod, or "".
+func foreignMarker(pod *corev1.Pod) string {
+	if g := pod.Spec.SchedulingGroup; g != nil {
+		name := ""
+		if g.PodGroupName != nil {
+			name = *g.PodGroupName
+		}
+		return fmt.Sprintf("spec.schedulingGroup is set (native Kubernetes PodGroup %q)", name)
+	}
+	if v, ok := pod.Annotations[annotationVolcanoGroup]; ok {
+		return fmt.Sprintf("annotation %s=%s (Volcano PodGroup)", annotationVolcanoGroup, v)
+	}
+	if v, ok := pod.Annotations[annotationKAIGroup]; ok {
+		return fmt.Sprintf("annotation %s=%s (KAI Scheduler PodGroup)", annotationKAIGroup, v)
+	}
+	return ""
+}
+
+// yield writes nothing and records, once per pod, why.
+func (c *Controller) yield(pod *corev1.Pod, why string) {
+	c.noteOnce(pod, corev1.EventTypeNormal, eventReasonYield,
+		"Pod already belongs to another gang mechanism: "+why+"; muster writes no PodGroup and no label for it")
+}
+
+// noteOnce records an event unless the same note was recorded for this pod.
+func (c *Controller) noteOnce(pod *corev1.Pod, eventType, reason, note string) {
+	if c.recorder == nil {
+		return
+	}
+	if prev, ok := c.yielded.Load(pod.UID); ok && prev == reason+"\x00"+note {
+		return
+	}
+	c.yielded.Store(pod.UID, reason+"\x00"+note)
+	c.recorder.Event(pod, eventType, reason, note)
+}
+
+// decide resolves the pod's workload and gang.
+func (c *Controller) decide(ctx context.Context, pod *corev1.Pod) (*decision, error) {
+	chain, err := c.owners.chain(ctx, pod)
+	if err != nil {
+		errorsTotal.WithLabelValues(reasonOwners).Inc()
+		return nil, err
+	}
+	// The top-most object with a definition wins; a wrapper above it without
+	// one (an Argo Workflow, a pipeline) is ignored.
+	top := -1
+	var entry *Entry
+	for i := len(chain) - 1; i >= 0; i-- {
+		if e, ok := c.defs.LookupGVK(chain[i].GVK); ok {
+			top, entry = i, e
+			break
+		}
+		if e, ok := c.defs.Broken(chain[i].GVK.GroupKind()); ok {
+			errorsTotal.WithLabelValues(reasonDefinition).Inc()
+			return &decision{
+				reason:  fmt.Sprintf("definition %s of %s is invalid", e.Name, chain[i]),
+				warning: fmt.Sprintf("Workload definition %s (%s) is invalid, so %s is scheduled without a gang: %s; fix the definition", e.Name, e.Source, chain[i], statusMessage(e.Err)),
+			}, nil
+		}
+	}
+	if entry == nil {
+		kinds := make([]string, len(chain))
+		for i, l := range chain {
+			kinds[i] = l.GVK.Kind
+		}
+		return &decision{reason: "no workload definition for the pod or its owners (" + strings.Join(kinds, " → ") + ")"}, nil
+	}
+	l := chain[top]
+	var root *unstructured.Unstructured
+	if top == 0 {
+		root, err = podAsUnstructured(pod)
+	} else {
+		root, err = c.roots.get(ctx, l)
+	}
+	if err != nil {
+		errorsTotal.WithLabelValues(reasonRoot).Inc()
+		return nil, err
+	}
+	d := &decision{rootUID: l.UID}
+	if top == 0 {
+		d.rootUID = ""
+	}
+	gang, err := entry.Grouper.GangForPod(ctx, root, pod)
+	switch {
+	case errors.Is(err, definition.ErrNoComponent):
+		d.reason = fmt.Sprintf("pod matches no component of definition %s", entry.Name)
+		return d, nil
+	case err != nil:
+		errorsTotal.WithLabelValues(reasonDefinition).Inc()
+		d.reason = fmt.Sprintf("definition %s cannot group the pod", entry.Name)
+		d.warning = fmt.Sprintf("Workload definition %s (%s) failed on %s, so the pod is scheduled without a gang: %v; fix the definition", entry.Name, entry.Source, l, err)
+		return d, nil
+	case gang == nil:
+		d.reason = aloneReason(entry, root)
+		return d, nil
+	}
+	karta := entry.Grouper.Definition()
+	d.gang = gang
+	d.pgName = podGroupName(root.GetName(), gang.Definition, gang.Keys, bareName(karta, gang))
+	d.pg = desiredPodGroup(d.pgName, pod.Namespace, root, entry.Name, gang, c.opts.ScheduleTimeoutSeconds)
+	return d, nil
+}
+
+// bareName tells whether a gang is named after the workload alone: a
+// whole-workload gang (no keys) that is the definition's only gang or is
+// named after the root component.
+func bareName(k *definition.Karta, g *definition.Gang) bool {
+	if len(g.Keys) > 0 {
+		return false
+	}
+	if k == nil {
+		return true
+	}
+	if g.Definition == k.Spec.StructureDefinition.RootComponent.Name {
+		return true
+	}
+	gs := k.Spec.OptimizationInstructions
+	if gs == nil || gs.GangScheduling == nil {
+		return true
+	}
+	n := len(gs.GangScheduling.PodGroups)
+	if gs.GangScheduling.PodGroup != nil {
+		n++
+	}
+	return n <= 1
+}
+
+// aloneReason says why GangForPod put the pod in no gang.
+func aloneReason(e *Entry, root *unstructured.Unstructured) string {
+	if root.GetAnnotations()[definition.AnnotationGang] == definition.GangOff {
+		return fmt.Sprintf("workload %s %s opted out with %s=%s", root.GetKind(), root.GetName(), definition.AnnotationGang, definition.GangOff)
+	}
+	k := e.Grouper.Definition()
+	if k == nil || k.Spec.OptimizationInstructions == nil || k.Spec.OptimizationInstructions.GangScheduling == nil {
+		return fmt.Sprintf("definition %s has no gang instruction", e.Name)
+	}
+	return fmt.Sprintf("pod is a member of no gang of definition %s", e.Name)
+}
+
+func podAsUnstructured(pod *corev1.Pod) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pod)
+	if err != nil {
+		return nil, fmt.Errorf("converting pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion("v1")
+	u.SetKind("Pod")
+	return u, nil
+}
+
+// ensurePodGroup creates want or updates what differs. It returns a yield
+// message when a PodGroup of that name exists and is not muster's.
+func (c *Controller) ensurePodGroup(ctx context.Context, want *schedv1alpha1.PodGroup) (string, error) {
+	client := c.pgClient.SchedulingV1alpha1().PodGroups(want.Namespace)
+	cur, err := c.pgLister.PodGroups(want.Namespace).Get(want.Name)
+	if apierrors.IsNotFound(err) {
+		_, err = client.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
+		if err == nil {
+			klog.FromContext(ctx).V(2).Info("Created PodGroup", "podGroup", klog.KObj(want), "minMember", want.Spec.MinMember)
+			return "", nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return "", fmt.Errorf("creating PodGroup %s/%s: %w", want.Namespace, want.Name, err)
+		}
+		// Created by another worker, or before a restart, and not yet in
+		// the cache: read it and fall through to the update.
+		if cur, err = client.Get(ctx, want.Name, metav1.GetOptions{}); err != nil {
+			return "", fmt.Errorf("reading PodGroup %s/%s: %w", want.Namespace, want.Name, err)
+		}
+	} else if err != nil {
+		return "", err
+	}
+	if !isMusterPodGroup(cur) {
+		return fmt.Sprintf("PodGroup %s exists and was not created by muster", want.Name), nil
+	}
+	first := true
+	return "", retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if !first {
+			var err error
+			if cur, err = client.Get(ctx, want.Name, metav1.GetOptions{}); err != nil {
+				return err
+			}
+		}
+		first = false
+		upd := mergePodGroup(cur, want)
+		if upd == nil {
+			return nil
+		}
+		_, err := client.Update(ctx, upd, metav1.UpdateOptions{FieldManager: FieldManager})
+		if err == nil {
+			klog.FromContext(ctx).V(2).Info("Updated PodGroup", "podGroup", klog.KObj(want), "minMember", want.Spec.MinMember)
+		}
+		return err
+	})
+}
+
+// labelMember labels pod with its PodGroup and drops a gang-free marker left
+// from an earlier decision. Only these keys are written (merge patch):
+// labels and annotations of others stay.
+func (c *Controller) labelMember(ctx context.Context, pod *corev1.Pod, pgName string) error {
+	labels := map[string]any{}
+	annotations := map[string]any{}
+	if pod.Labels[definition.LabelPodGroup] != pgName {
+		labels[definition.LabelPodGroup] = pgName
+	}
+	for _, k := range []string{definition.AnnotationGang, definition.AnnotationGangReason} {
+		if _, ok := pod.Annotations[k]; ok {
+			annotations[k] = nil
+		}
+	}
+	if len(labels) > 0 {
+		// The cached pod may not show our own gang-free marker yet (written
+		// a moment ago); removing an absent key is a no-op, so always drop
+		// it along with the label.
+		annotations[definition.AnnotationGang] = nil
+		annotations[definition.AnnotationGangReason] = nil
+	}
+	if err := c.patchPod(ctx, pod, labels, annotations); err != nil {
+		return err
+	}
+	if _, seen := c.labelled.LoadOrStore(pod.UID, struct{}{}); !seen && len(labels) > 0 {
+		podToPodGroup.Observe(c.clock.Since(pod.CreationTimestamp.Time).Seconds())
+	}
+	return nil
+}
+
+// markAlone marks pod to be scheduled alone, and drops a pod-group label of
+// muster's from an earlier decision (a label of others was yielded to
+// before this point).
+func (c *Controller) markAlone(ctx context.Context, pod *corev1.Pod, reason string) error {
+	labels := map[string]any{}
+	annotations := map[string]any{}
+	if _, ok := pod.Labels[definition.LabelPodGroup]; ok {
+		labels[definition.LabelPodGroup] = nil
+	}
+	if pod.Annotations[definition.AnnotationGang] != definition.GangNone {
+		annotations[definition.AnnotationGang] = definition.GangNone
+	}
+	if pod.Annotations[definition.AnnotationGangReason] != reason {
+		annotations[definition.AnnotationGangReason] = reason
+	}
+	// Our own label may not be in the cached pod yet: drop it too when our
+	// last write set one.
+	if w, ok := c.written.Load(pod.UID); ok && len(annotations) > 0 && !strings.HasPrefix(w.(string), "\x00") {
+		labels[definition.LabelPodGroup] = nil
+	}
+	return c.patchPod(ctx, pod, labels, annotations)
+}
+
+func (c *Controller) patchPod(ctx context.Context, pod *corev1.Pod, labels, annotations map[string]any) error {
+	if len(labels) == 0 && len(annotations) == 0 {
+		return nil
+	}
+	md := map[string]any{}
+	if len(labels) > 0 {
+		md["labels"] = labels
+	}
+	if len(annotations) > 0 {
+		md["annotations"] = annotations
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": md})
+	if err != nil {
+		return err
+	}
+	got, err := c.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	if err == nil {
+		c.written.Store(got.UID, ourMarks(got))
+	}
+	if apierrors.IsNotFound(err) {
+		return nil // deleted meanwhile
+	}
+	if err != nil {
+		errorsTotal.WithLabelValues(reasonPodPatch).Inc()
+		return fmt.Errorf("patching pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,357 @@
+package podgrouper
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/muster-io/muster/definition"
+)
+
+var (
+	pipeline = &obj{gvk: pipelineGVK, name: "pipe", uid: "uid-pipe"}
+	trainer  = &obj{gvk: trainerGVK, name: "train", uid: "uid-train", owner: pipeline}
+	job      = &obj{gvk: jobGVK, name: "train-worker-0", uid: "uid-job", owner: trainer}
+	deploy   = &obj{gvk: deployGVK, name: "web", uid: "uid-web"}
+	rs       = &obj{gvk: rsGVK, name: "web-abc", uid: "uid-rs", owner: deploy}
+	offTrain = &obj{gvk: trainerGVK, name: "solo", uid: "uid-solo", annot: map[string]string{definition.AnnotationGang: definition.GangOff}}
+	offJob   = &obj{gvk: jobGVK, name: "solo-0", uid: "uid-solo-job", owner: offTrain}
+	brokenW  = &obj{gvk: brokenGVK, name: "bad", uid: "uid-bad"}
+	badJob   = &obj{gvk: jobGVK, name: "bad-0", uid: "uid-bad-job", owner: brokenW}
+	// staleJob names the trainer with a UID that is not the live one's.
+	staleTrainer = &obj{gvk: trainerGVK, name: "train", uid: "uid-old-train"}
+	staleJob     = &obj{gvk: jobGVK, name: "stale-0", uid: "uid-stale-job", owner: staleTrainer}
+)
+
+func gpus(n int64) corev1.ResourceList {
+	return corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(n, resource.DecimalSI)}
+}
+
+func testDefs(trainerGrouper *fakeGrouper) *fakeDefs {
+	return &fakeDefs{
+		valid: map[schema.GroupKind]*Entry{
+			trainerGVK.GroupKind(): {Name: "trainer", Source: "test", GroupKind: trainerGVK.GroupKind(), Grouper: trainerGrouper},
+			jobGVK.GroupKind():     {Name: "job", Source: "test", GroupKind: jobGVK.GroupKind(), Grouper: &fakeGrouper{karta: karta("job", "job")}},
+			deployGVK.GroupKind():  {Name: "deployment", Source: "test", GroupKind: deployGVK.GroupKind(), Grouper: &fakeGrouper{karta: karta("deployment", "deployment")}},
+		},
+		broken: map[schema.GroupKind]*Entry{
+			brokenGVK.GroupKind(): {Name: "broken", Source: "karta/broken", GroupKind: brokenGVK.GroupKind(),
+				Err: &definition.ValidationError{Definition: "broken", Errs: []error{field.Invalid(field.NewPath("spec", "structureDefinition", "rootComponent", "kind"), nil, "required")}}},
+		},
+	}
+}
+
+func trainerGang(min int32) *fakeGrouper {
+	g := &definition.Gang{Definition: "trainer", MinMember: min, MinResources: gpus(4 * int64(min)), TopologyRequired: "rack"}
+	return &fakeGrouper{
+		karta: karta("trainer", "trainer", "trainer"),
+		gangs: map[string]*definition.Gang{"p0": g, "p1": g},
+		errs:  map[string]error{"nomatch": definition.ErrNoComponent, "boom": errors.New(`.spec.replicas: jq: cannot iterate over null`)},
+	}
+}
+
+func musterPG(name string, min int32) *schedv1alpha1.PodGroup {
+	return &schedv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{definition.LabelDefinition: "trainer"}},
+		Spec:       schedv1alpha1.PodGroupSpec{MinMember: min},
+		Status:     schedv1alpha1.PodGroupStatus{Phase: schedv1alpha1.PodGroupRunning, Running: 2},
+	}
+}
+
+func TestSync(t *testing.T) {
+	owners := []*obj{pipeline, trainer, job, deploy, rs, offTrain, offJob, brokenW, badJob, staleJob}
+	roots := []*obj{pipeline, trainer, job, deploy, rs, offTrain, offJob, brokenW, badJob}
+	cases := []struct {
+		name       string
+		pod        *corev1.Pod
+		pgs        []*schedv1alpha1.PodGroup
+		wantErr    error
+		wantPG     *schedv1alpha1.PodGroup // the PodGroup "train" afterwards, nil = none
+		wantLabel  string                  // pod-group label afterwards
+		wantReason string                  // substring of muster.io/gang-reason, "" = not gang-free
+		wantEvent  string                  // substring of the one event, "" = none
+		wantWrites []string
+	}{
+		{
+			name: "member of the top-most defined owner, wrapper above ignored",
+			pod:  makePod("p0", job),
+			wantPG: &schedv1alpha1.PodGroup{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "train",
+					Labels:      map[string]string{definition.LabelWorkloadKind: "Trainer", definition.LabelWorkloadName: "train", definition.LabelDefinition: "trainer"},
+					Annotations: map[string]string{definition.AnnotationTopologyRequired: "rack"},
+					OwnerReferences: []metav1.OwnerReference{{APIVersion: "acme.example.com/v1", Kind: "Trainer", Name: "train", UID: "uid-train",
+						Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(false)}}},
+				Spec: schedv1alpha1.PodGroupSpec{MinMember: 3, MinResources: gpus(12)},
+			},
+			wantLabel:  "train",
+			wantWrites: []string{"patch pods", "create podgroups"},
+		},
+		{
+			name:       "existing PodGroup updated, status kept, other labels kept",
+			pod:        makePod("p1", job, withLabel("team", "a")),
+			pgs:        []*schedv1alpha1.PodGroup{withExtraLabel(musterPG("train", 2), "owner-team", "a")},
+			wantLabel:  "train",
+			wantWrites: []string{"patch pods", "update podgroups"},
+			wantPG: &schedv1alpha1.PodGroup{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "train",
+					Labels:      map[string]string{"owner-team": "a", definition.LabelWorkloadKind: "Trainer", definition.LabelWorkloadName: "train", definition.LabelDefinition: "trainer"},
+					Annotations: map[string]string{definition.AnnotationTopologyRequired: "rack"},
+					OwnerReferences: []metav1.OwnerReference{{APIVersion: "acme.example.com/v1", Kind: "Trainer", Name: "train", UID: "uid-train",
+						Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(false)}}},
+				Spec:   schedv1alpha1.PodGroupSpec{MinMember: 3, MinResources: gpus(12)},
+				Status: schedv1alpha1.PodGroupStatus{Phase: schedv1alpha1.PodGroupRunning, Running: 2},
+			},
+		},
+		{
+			name:       "definition without gangs: scheduled alone",
+			pod:        makePod("w0", rs),
+			wantReason: "definition deployment has no gang instruction",
+			wantWrites: []string{"patch pods"},
+		},
+		{
+			name:       "no definition anywhere",
+			pod:        makePod("bare", nil, func(p *corev1.Pod) {}),
+			wantReason: "no workload definition for the pod or its owners (Pod)",
+			wantWrites: []string{"patch pods"},
+		},
+		{
+			name:       "workload opted out",
+			pod:        makePod("o0", offJob),
+			wantReason: "opted out with muster.io/gang=off",
+			wantWrites: []string{"patch pods"},
+		},
+		{
+			name:       "pod matches no component",
+			pod:        makePod("nomatch", job),
+			wantReason: "matches no component of definition trainer",
+			wantWrites: []string{"patch pods"},
+		},
+		{
+			name:       "evaluation error: alone with a warning",
+			pod:        makePod("boom", job),
+			wantReason: "definition trainer cannot group the pod",
+			wantEvent:  "Warning BrokenWorkloadDefinition Workload definition trainer (test) failed on Trainer/ns/train",
+			wantWrites: []string{"patch pods"},
+		},
+		{
+			name:       "broken cluster definition: alone with a warning naming the field",
+			pod:        makePod("b0", badJob),
+			wantReason: "definition broken of Broken/ns/bad is invalid",
+			wantEvent:  "spec.structureDefinition.rootComponent.kind",
+			wantWrites: []string{"patch pods"},
+		},
+		{
+			name:      "Volcano annotation: yield",
+			pod:       makePod("p0", job, withAnnotation(annotationVolcanoGroup, "vc")),
+			wantEvent: "Normal GangManagedElsewhere Pod already belongs to another gang mechanism: annotation scheduling.k8s.io/group-name=vc",
+		},
+		{
+			name:      "KAI annotation: yield",
+			pod:       makePod("p0", job, withAnnotation(annotationKAIGroup, "kai")),
+			wantEvent: "KAI Scheduler",
+		},
+		{
+			name: "native scheduling group: yield",
+			pod: makePod("p0", job, func(p *corev1.Pod) {
+				p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("native")}
+			}),
+			wantEvent: "spec.schedulingGroup is set",
+		},
+		{
+			name:      "operator's own pod-group label: yield",
+			pod:       makePod("p0", job, withLabel(definition.LabelPodGroup, "theirs")),
+			pgs:       []*schedv1alpha1.PodGroup{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "theirs"}, Spec: schedv1alpha1.PodGroupSpec{MinMember: 7}}},
+			wantEvent: "label scheduling.x-k8s.io/pod-group=theirs names a PodGroup muster did not create",
+		},
+		{
+			name:      "label naming a PodGroup that does not exist: yield",
+			pod:       makePod("p0", job, withLabel(definition.LabelPodGroup, "later")),
+			wantEvent: "pod-group=later",
+		},
+		{
+			name:       "label naming another muster PodGroup: relabelled",
+			pod:        makePod("p0", job, withLabel(definition.LabelPodGroup, "old")),
+			pgs:        []*schedv1alpha1.PodGroup{musterPG("old", 1)},
+			wantLabel:  "train",
+			wantWrites: []string{"patch pods", "create podgroups"},
+			wantPG:     desiredPodGroup("train", "ns", trainer.unstructured(), "trainer", trainerGang(3).gangs["p0"], nil),
+		},
+		{
+			name:       "gang-free marker dropped when the pod joins a gang",
+			pod:        makePod("p0", job, withAnnotation(definition.AnnotationGang, definition.GangNone), withAnnotation(definition.AnnotationGangReason, "old")),
+			wantLabel:  "train",
+			wantWrites: []string{"patch pods", "create podgroups"},
+			wantPG:     desiredPodGroup("train", "ns", trainer.unstructured(), "trainer", trainerGang(3).gangs["p0"], nil),
+		},
+		{
+			name:    "owner with another UID: retried",
+			pod:     makePod("s0", staleJob),
+			wantErr: errOwnerGone,
+		},
+		{
+			name: "other scheduler: ignored",
+			pod:  makePod("p0", job, func(p *corev1.Pod) { p.Spec.SchedulerName = "default-scheduler" }),
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, testDefs(trainerGang(3)), owners, roots, []*corev1.Pod{tc.pod}, tc.pgs)
+			err := w.ctrl.sync(w.ctx, "ns/"+tc.pod.Name)
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("sync error = %v, want %v", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("sync: %v", err)
+			}
+			if diff := cmp.Diff(tc.wantWrites, w.writes()); diff != "" {
+				t.Errorf("writes (-want +got):\n%s", diff)
+			}
+			pod, err := w.kube.CoreV1().Pods("ns").Get(w.ctx, tc.pod.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := pod.Labels[definition.LabelPodGroup]; got != tc.wantLabel && (tc.wantLabel != "" || tc.wantEvent == "") {
+				t.Errorf("pod-group label = %q, want %q", got, tc.wantLabel)
+			}
+			if tc.wantReason != "" {
+				if pod.Annotations[definition.AnnotationGang] != definition.GangNone || !strings.Contains(pod.Annotations[definition.AnnotationGangReason], tc.wantReason) {
+					t.Errorf("gang annotations = %v, want none with reason containing %q", pod.Annotations, tc.wantReason)
+				}
+			} else if _, ok := pod.Annotations[definition.AnnotationGang]; ok {
+				t.Errorf("pod marked gang-free: %v", pod.Annotations)
+			}
+			events := w.events()
+			if tc.wantEvent == "" && len(events) > 0 {
+				t.Errorf("events = %q, want none", events)
+			}
+			if tc.wantEvent != "" && (len(events) != 1 || !strings.Contains(events[0], tc.wantEvent)) {
+				t.Errorf("events = %q, want one containing %q", events, tc.wantEvent)
+			}
+			got, err := w.pg.SchedulingV1alpha1().PodGroups("ns").Get(w.ctx, "train", metav1.GetOptions{})
+			if tc.wantPG == nil {
+				if err == nil {
+					t.Errorf("PodGroup train exists: %+v", got.Spec)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("PodGroup train: %v", err)
+			}
+			if diff := cmp.Diff(tc.wantPG, got); diff != "" {
+				t.Errorf("PodGroup (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func withExtraLabel(pg *schedv1alpha1.PodGroup, k, v string) *schedv1alpha1.PodGroup {
+	pg.Labels[k] = v
+	return pg
+}
+
+// TestSyncIdempotent: a second sync of a converged pod writes nothing, and a
+// yield event is recorded once.
+func TestSyncIdempotent(t *testing.T) {
+	owners := []*obj{pipeline, trainer, job}
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+	}{
+		{"member", makePod("p0", job)},
+		{"alone", makePod("nomatch", job)},
+		{"yield", makePod("p0", job, withAnnotation(annotationKAIGroup, "x"))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, testDefs(trainerGang(3)), owners, owners, []*corev1.Pod{tc.pod}, nil)
+			key := "ns/" + tc.pod.Name
+			if err := w.ctrl.sync(w.ctx, key); err != nil {
+				t.Fatal(err)
+			}
+			first := w.events()
+			// Let the informers see the writes, as the next sync would.
+			waitSynced(t, w, tc.pod.Name)
+			w.clearActions()
+			if err := w.ctrl.sync(w.ctx, key); err != nil {
+				t.Fatal(err)
+			}
+			if got := w.writes(); len(got) > 0 {
+				t.Errorf("second sync wrote %v", got)
+			}
+			if got := w.events(); len(got) > 0 {
+				t.Errorf("second sync recorded %q after %q", got, first)
+			}
+		})
+	}
+}
+
+// waitSynced waits until the pod lister and PodGroup lister hold what the
+// clients hold.
+func waitSynced(t *testing.T, w *world, pod string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(w.ctx, time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		live, err := w.kube.CoreV1().Pods("ns").Get(ctx, pod, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		cached, err := w.ctrl.podLister.Pods("ns").Get(pod)
+		if err != nil || !maps.Equal(cached.Labels, live.Labels) || !maps.Equal(cached.Annotations, live.Annotations) {
+			return false, nil
+		}
+		pgs, err := w.pg.SchedulingV1alpha1().PodGroups("ns").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, pg := range pgs.Items {
+			if _, err := w.ctrl.pgLister.PodGroups("ns").Get(pg.Name); err != nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("informers did not catch up: %v", err)
+	}
+}
+
+// TestRootChangeRequeuesPods: a scale change of the workload requeues the
+// pods that resolved to it.
+func TestRootChangeRequeuesPods(t *testing.T) {
+	owners := []*obj{pipeline, trainer, job}
+	w := newWorld(t, testDefs(trainerGang(3)), owners, owners, []*corev1.Pod{makePod("p0", job), makePod("p1", job)}, nil)
+	for _, p := range []string{"p0", "p1"} {
+		if err := w.ctrl.sync(w.ctx, "ns/"+p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for w.ctrl.queue.Len() > 0 {
+		k, _ := w.ctrl.queue.Get()
+		w.ctrl.queue.Done(k)
+	}
+	old := trainer.unstructured()
+	cur := old.DeepCopy()
+	w.ctrl.rootChanged(old, cur)
+	if n := w.ctrl.queue.Len(); n != 0 {
+		t.Errorf("unchanged root queued %d pods", n)
+	}
+	cur.SetGeneration(2)
+	w.ctrl.rootChanged(old, cur)
+	if n := w.ctrl.queue.Len(); n != 2 {
+		t.Errorf("scaled root queued %d pods, want 2", n)
+	}
+}
