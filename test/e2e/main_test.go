@@ -1,0 +1,125 @@
+// Package e2e holds muster's integration tests: one test binary, one
+// in-process control plane (etcd, kube-apiserver, the pod-creating
+// controllers, the pod-status simulator and a default-profile scheduler)
+// shared by every test. Linking the control plane costs about a minute, so
+// new integration tests go into this package rather than a new one.
+//
+// Conventions for tests here:
+//   - Put your objects in a namespace of your own (testNamespace).
+//   - Nodes are cluster-wide: create them in a pool (harness.NodeSpec.Pool)
+//     and give your pods harness.PoolPlacement, so tests do not land on each
+//     other's nodes. Delete the pool's nodes in t.Cleanup.
+//   - A scheduler name is served by one scheduler at a time. The shared one
+//     is "default-scheduler"; start your own profiles under other names.
+//   - CRDs your tests need at start go in through registerSetup (from an
+//     init function), so they exist before the garbage collector starts and
+//     before the 2-second first-CR delay could bite.
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/muster-io/muster/test/harness"
+)
+
+var (
+	// controlPlane is the control plane shared by every test of the binary.
+	controlPlane *harness.ControlPlane
+	// podSim plays kubelet: bound pods become Running and Ready; tests
+	// finish pods with podSim.Succeed / podSim.Fail.
+	podSim *harness.PodSimulator
+)
+
+type setupStep struct {
+	name string
+	fn   func(ctx context.Context, cp *harness.ControlPlane) error
+}
+
+var setupSteps []setupStep
+
+// registerSetup adds a step that TestMain runs after the apiserver is up and
+// before the controllers, simulator and scheduler start (install CRDs here).
+// Call it from an init function. A failing step fails the whole binary.
+func registerSetup(name string, fn func(ctx context.Context, cp *harness.ControlPlane) error) {
+	setupSteps = append(setupSteps, setupStep{name: name, fn: fn})
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	begin := time.Now()
+	cp, err := harness.Start(harness.Options{
+		// The upstream gang API is served so benchmarks can compare muster
+		// with native PodGroups (scheduling.k8s.io/v1beta1).
+		NativePodGroups: true,
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: control plane: %v\n", err)
+		return 1
+	}
+	controlPlane = cp
+	defer cp.Stop()
+
+	for _, s := range setupSteps {
+		if err := s.fn(ctx, cp); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: setup %s: %v\n", s.name, err)
+			return 1
+		}
+	}
+	if _, err := cp.StartControllers(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		return 1
+	}
+	if podSim, err = cp.StartPodSimulator(ctx, harness.PodSimulatorOptions{}); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		return 1
+	}
+	if _, err := harness.StartScheduler(ctx, cp, harness.SchedulerOptions{}); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: default scheduler: %v\n", err)
+		return 1
+	}
+	if testing.Verbose() {
+		fmt.Fprintf(os.Stderr, "e2e: control plane ready in %s (kubeconfig %s)\n", time.Since(begin).Round(time.Millisecond), cp.KubeconfigPath)
+	}
+	return m.Run()
+}
+
+// testNamespace creates a namespace for t and deletes it when t ends.
+func testNamespace(t testing.TB, prefix string) string {
+	t.Helper()
+	ns, err := controlPlane.NewNamespace(context.Background(), prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = controlPlane.DeleteNamespace(context.Background(), ns) })
+	return ns
+}
+
+// testPool creates n nodes in a pool named after the namespace and deletes
+// them when t ends. spec may be nil (default nodes named <pool>-<i>).
+func testPool(t testing.TB, pool string, n int, spec func(i int) harness.NodeSpec) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := controlPlane.CreateNodes(ctx, n, func(i int) harness.NodeSpec {
+		s := harness.NodeSpec{Name: fmt.Sprintf("%s-%d", pool, i)}
+		if spec != nil {
+			s = spec(i)
+		}
+		s.Pool = pool
+		return s
+	})
+	t.Cleanup(func() { _ = controlPlane.DeleteNodes(ctx, harness.PoolLabel+"="+pool) })
+	if err != nil {
+		t.Fatal(err)
+	}
+}

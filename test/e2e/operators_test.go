@@ -1,0 +1,194 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/muster-io/muster/test/harness"
+)
+
+// The real JobSet and LeaderWorkerSet operators run as child processes
+// (test/operators/<name>); their CRDs come from the same module versions.
+
+var operatorCRDErr = map[string]error{}
+
+func init() {
+	registerSetup("operator CRDs", func(ctx context.Context, cp *harness.ControlPlane) error {
+		// A missing CRD fails the operator's tests, not the whole binary.
+		for _, name := range harness.Operators() {
+			operatorCRDErr[name] = cp.InstallOperatorCRDs(ctx, name)
+		}
+		return nil
+	})
+}
+
+var operatorMu sync.Mutex
+
+// startOperator runs the named operator for the test and stops it (and
+// removes its webhooks) when the test ends. Operators run one at a time.
+func startOperator(t *testing.T, name string) *harness.Operator {
+	t.Helper()
+	if err := operatorCRDErr[name]; err != nil {
+		t.Fatalf("CRDs of %s: %v", name, err)
+	}
+	operatorMu.Lock()
+	t.Cleanup(operatorMu.Unlock)
+	op, err := harness.StartOperator(t.Context(), controlPlane, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s log (last 30 lines):\n%s", name, op.LogTail(30))
+		}
+		op.Stop()
+	})
+	return op
+}
+
+func TestOperatorJobSetLeaderAndWorkers(t *testing.T) {
+	startOperator(t, "jobset")
+	ctx := t.Context()
+	ns := testNamespace(t, "jobset-")
+	testPool(t, ns, 2, func(i int) harness.NodeSpec {
+		return harness.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 8}
+	})
+	job := func(name string, replicas int) string {
+		return fmt.Sprintf(`
+  - name: %s
+    replicas: %d
+    template:
+      spec:
+        parallelism: 1
+        completions: 1
+        template:
+          spec:
+            %s
+            containers:
+            - name: main
+              image: busybox
+              resources: {limits: {nvidia.com/gpu: 4}}`, name, replicas, placement(ns, "            "))
+	}
+	_, err := controlPlane.Apply(ctx, []byte(`
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata: {name: train}
+spec:
+  replicatedJobs:`+job("leader", 1)+job("workers", 2)+"\n"), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel := "jobset.sigs.k8s.io/jobset-name=train"
+	pods, err := controlPlane.WaitPodsRunning(ctx, ns, sel, 3, harness.ShortTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := controlPlane.Client.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, j := range jobs.Items {
+		names = append(names, j.Name)
+		if len(j.OwnerReferences) != 1 || j.OwnerReferences[0].Kind != "JobSet" {
+			t.Errorf("Job %s owners %v, want the JobSet", j.Name, j.OwnerReferences)
+		}
+	}
+	sort.Strings(names)
+	if got, want := strings.Join(names, ","), "train-leader-0,train-workers-0,train-workers-1"; got != want {
+		t.Errorf("Jobs = %s, want %s", got, want)
+	}
+	for _, p := range pods {
+		// The operator's pod webhook labels its pods; only the real operator does that.
+		if p.Annotations["jobset.sigs.k8s.io/replicatedjob-name"] == "" && p.Labels["jobset.sigs.k8s.io/replicatedjob-name"] == "" {
+			t.Errorf("pod %s lacks the replicatedjob-name label/annotation of JobSet: %v", p.Name, p.Labels)
+		}
+	}
+
+	if err := controlPlane.Dynamic.Resource(jobsetsGVR).Namespace(ns).Delete(ctx, "train", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := controlPlane.WaitPodsGone(ctx, ns, sel, harness.ShortTimeout); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOperatorLeaderWorkerSet(t *testing.T) {
+	startOperator(t, "lws")
+	ctx := t.Context()
+	ns := testNamespace(t, "lws-")
+	testPool(t, ns, 2, func(i int) harness.NodeSpec {
+		return harness.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 8}
+	})
+	_, err := controlPlane.Apply(ctx, []byte(`
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: serve}
+spec:
+  replicas: 2
+  leaderWorkerTemplate:
+    size: 2
+    workerTemplate:
+      spec:
+        `+placement(ns, "        ")+`
+        containers:
+        - name: main
+          image: vllm
+          resources: {limits: {nvidia.com/gpu: 2}}
+`), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel := "leaderworkerset.sigs.k8s.io/name=serve"
+	if _, err := controlPlane.WaitPodsRunning(ctx, ns, sel, 4, harness.ShortTimeout); err != nil {
+		t.Fatal(err)
+	}
+	sts, err := controlPlane.Client.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners := map[string]string{}
+	for _, s := range sts.Items {
+		if len(s.OwnerReferences) == 1 {
+			owners[s.Name] = s.OwnerReferences[0].Kind + "/" + s.OwnerReferences[0].Name
+		}
+	}
+	want := map[string]string{"serve": "LeaderWorkerSet/serve", "serve-0": "Pod/serve-0", "serve-1": "Pod/serve-1"}
+	if fmt.Sprint(owners) != fmt.Sprint(want) {
+		t.Errorf("StatefulSets and owners = %v, want %v (leader StatefulSet, one worker StatefulSet per leader pod)", owners, want)
+	}
+	err = harness.WaitFor(ctx, harness.ShortTimeout, "LeaderWorkerSet serve readyReplicas 2", func(ctx context.Context) (bool, string, error) {
+		lws, err := controlPlane.Dynamic.Resource(lwsGVR).Namespace(ns).Get(ctx, "serve", metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		ready, _, _ := unstructuredInt(lws.Object, "status", "readyReplicas")
+		return ready == 2, fmt.Sprintf("readyReplicas=%d", ready), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := controlPlane.Dynamic.Resource(lwsGVR).Namespace(ns).Delete(ctx, "serve", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := controlPlane.WaitPodsGone(ctx, ns, sel, harness.ShortTimeout); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var (
+	jobsetsGVR = schema.GroupVersionResource{Group: "jobset.x-k8s.io", Version: "v1alpha2", Resource: "jobsets"}
+	lwsGVR     = schema.GroupVersionResource{Group: "leaderworkerset.x-k8s.io", Version: "v1", Resource: "leaderworkersets"}
+)
+
+func unstructuredInt(obj map[string]any, fields ...string) (int64, bool, error) {
+	return unstructured.NestedInt64(obj, fields...)
+}
