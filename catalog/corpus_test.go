@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/muster-io/muster/definition"
+	"github.com/muster-io/muster/internal/schemacheck"
 )
 
 // corpusDir is ../shared/corpus relative to the module root, or "" when it
@@ -235,7 +236,6 @@ func TestDefinitionPathsInSchema(t *testing.T) {
 		t.Skip("../shared/corpus is not present")
 	}
 	crds := loadCRDs(t, corpus)
-	pod := fromType(reflect.TypeFor[corev1.Pod](), "Pod", 0)
 	kartas, err := Embedded()
 	if err != nil {
 		t.Fatal(err)
@@ -244,9 +244,9 @@ func TestDefinitionPathsInSchema(t *testing.T) {
 		t.Run(k.Name, func(t *testing.T) {
 			rk := k.Spec.StructureDefinition.RootComponent.Kind
 			gk := schema.GroupKind{Group: rk.Group, Kind: rk.Kind}
-			var root *snode
+			var root *apiextensionsv1.JSONSchemaProps
 			if typ, ok := coreTypes[gk]; ok {
-				root = fromType(typ, rk.Kind, 0)
+				root = schemacheck.FromGoType(typ)
 			} else {
 				crd, ok := crds[gk]
 				if !ok {
@@ -260,26 +260,15 @@ func TestDefinitionPathsInSchema(t *testing.T) {
 						t.Fatalf("version %s of %v is not served", rk.Version, gk)
 					}
 					if v.Schema != nil {
-						root = fromCRD(v.Schema.OpenAPIV3Schema, rk.Kind, 0)
+						root = v.Schema.OpenAPIV3Schema
 					}
 				}
 				if root == nil {
 					t.Fatalf("the CRD of %v has no schema for version %s", gk, rk.Version)
 				}
 			}
-			for _, p := range definitionPaths(k) {
-				target, what := root, rk.Kind
-				if p.onPod {
-					target, what = pod, "Pod"
-				}
-				missing, err := checkPath(p.expr, target)
-				if err != nil {
-					t.Errorf("%s: %v", p.field, err)
-					continue
-				}
-				for _, m := range missing {
-					t.Errorf("%s: %s reads %s, which the %s schema does not have", p.field, strings.TrimSpace(p.expr), m, what)
-				}
+			for _, p := range schemaProblems(k, root) {
+				t.Error(p)
 			}
 		})
 	}

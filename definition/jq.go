@@ -283,10 +283,12 @@ func (w *jqWalker) term(t *gojq.Term) {
 }
 
 // simplePathReason says why q cannot be written through, or "" when it is a
-// simple path: field and index access, iteration, pipes, commas and select.
-// gojq's path() accepts more (.a // .b picks a path by value), but writing
-// through such a path would depend on the data; the definition must say
-// exactly where the template lives to be written.
+// simple path: field and index access, iteration, pipes, commas, select and
+// the alternative operator. ".a // .b" picks its path by value, the same way
+// an operator picks the template it uses (a LeaderWorkerSet's leaderTemplate
+// falls back to its workerTemplate), so writing through the chosen path
+// writes the template the pods are made from. Anything that computes a value
+// (arithmetic, to_entries, map, user functions) has no path to write.
 func simplePathReason(q *gojq.Query) string {
 	if q == nil {
 		return ""
@@ -295,7 +297,7 @@ func simplePathReason(q *gojq.Query) string {
 		return "function definitions"
 	}
 	switch q.Op {
-	case 0, gojq.OpPipe, gojq.OpComma:
+	case 0, gojq.OpPipe, gojq.OpComma, gojq.OpAlt:
 	default:
 		return "the operator " + q.Op.String()
 	}

@@ -102,7 +102,16 @@ func TestApplyTemplatePatchShapes(t *testing.T) {
 				t.Errorf("head scheduler %q", s)
 			}
 		}, ""},
-		{"alternative is not a simple path", lwsDef, lwsObj, nil, `component "leader"`},
+		// The object has no leaderTemplate: the operator makes the leader from
+		// the workerTemplate, so that is where the alternative writes.
+		{"alternative writes the template it picks", lwsDef, lwsObj, func(t *testing.T, u *unstructured.Unstructured) {
+			if s, _, _ := unstructured.NestedString(u.Object, "spec", "leaderWorkerTemplate", "workerTemplate", "spec", "schedulerName"); s != "muster" {
+				t.Errorf("worker template scheduler %q", s)
+			}
+			if _, found, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "leaderWorkerTemplate", "leaderTemplate"); found {
+				t.Error("created a leader template")
+			}
+		}, ""},
 		{"labels need a metadata path", strings.Replace(podSpecDef, ", metadataPath: .spec.podMetadata", "", 1),
 			"apiVersion: example.com/v1\nkind: Split\nmetadata: {name: s}\nspec: {pod: {containers: [{name: c}]}}", nil, "no metadataPath"},
 		{"nothing half-written when a leaf cannot be set", podSpecDef,
@@ -145,7 +154,8 @@ func TestSimplePathReason(t *testing.T) {
 		{`.spec["a b"].c[0]`, true},
 		{`.a, .b`, true},
 		{`first(.spec.items[])`, true},
-		{`.a // .b`, false},
+		{`.a // .b`, true},
+		{`.spec.x | to_entries[] | .value.template`, false},
 		{`.a + 1`, false},
 		{`{a: 1}`, false},
 		{`def f: .a; f`, false},

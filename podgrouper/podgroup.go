@@ -8,6 +8,7 @@ import (
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/muster-io/muster/definition"
+	"github.com/muster-io/muster/internal/naming"
 )
 
 // desiredPodGroup is the PodGroup one gang instance should have. It is a
@@ -19,9 +20,9 @@ func desiredPodGroup(name, namespace string, root *unstructured.Unstructured, de
 			Name:      name,
 			Namespace: namespace,
 			Labels: map[string]string{
-				definition.LabelWorkloadKind: labelValue(root.GetKind()),
-				definition.LabelWorkloadName: labelValue(root.GetName()),
-				definition.LabelDefinition:   labelValue(defName),
+				definition.LabelWorkloadKind: naming.LabelValue(root.GetKind()),
+				definition.LabelWorkloadName: naming.LabelValue(root.GetName()),
+				definition.LabelDefinition:   naming.LabelValue(defName),
 			},
 			// Controller so it is garbage-collected with the workload;
 			// blockOwnerDeletion false because nothing waits on a PodGroup

@@ -19,6 +19,7 @@ import (
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/muster-io/muster/definition"
+	"github.com/muster-io/muster/internal/naming"
 )
 
 // Foreign gang markers: a pod carrying one is grouped by another mechanism.
@@ -199,33 +200,9 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod) (*decision, er
 	}
 	karta := entry.Grouper.Definition()
 	d.gang = gang
-	d.pgName = podGroupName(root.GetName(), gang.Definition, gang.Keys, bareName(karta, gang))
+	d.pgName = naming.PodGroupName(root.GetName(), karta, gang.Definition, gang.Keys)
 	d.pg = desiredPodGroup(d.pgName, pod.Namespace, root, entry.Name, gang, c.opts.ScheduleTimeoutSeconds)
 	return d, nil
-}
-
-// bareName tells whether a gang is named after the workload alone: a
-// whole-workload gang (no keys) that is the definition's only gang or is
-// named after the root component.
-func bareName(k *definition.Karta, g *definition.Gang) bool {
-	if len(g.Keys) > 0 {
-		return false
-	}
-	if k == nil {
-		return true
-	}
-	if g.Definition == k.Spec.StructureDefinition.RootComponent.Name {
-		return true
-	}
-	gs := k.Spec.OptimizationInstructions
-	if gs == nil || gs.GangScheduling == nil {
-		return true
-	}
-	n := len(gs.GangScheduling.PodGroups)
-	if gs.GangScheduling.PodGroup != nil {
-		n++
-	}
-	return n <= 1
 }
 
 // aloneReason says why GangForPod put the pod in no gang.

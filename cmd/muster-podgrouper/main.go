@@ -11,5 +11,5 @@ import (
 )
 
 func main() {
-	os.Exit(cli.Run(app.NewCommand()))
+	os.Exit(cli.Run(app.NewMainCommand()))
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/muster-io/muster/definition"
+	"github.com/muster-io/muster/internal/naming"
 )
 
 // defRef says which definition describes a workload and where it is from.
@@ -306,8 +307,9 @@ func buildDescription(ctx context.Context, in describeInput) (*Description, erro
 		d.Warnings = append(d.Warnings, fmt.Sprintf("gang plans: %v", err))
 	}
 	for _, p := range plans {
+		pg, _ := naming.WholeWorkloadName(root.GetName(), in.Compiled.Definition(), p.Definition)
 		d.Plans = append(d.Plans, GangPlanView{
-			Definition: p.Definition, Members: nonNil(p.Members), Instances: p.Instances, MinMember: p.MinMember,
+			Definition: p.Definition, PodGroup: pg, Members: nonNil(p.Members), Instances: p.Instances, MinMember: p.MinMember,
 			MinResources: resourceMap(p.MinResources), TopologyRequired: p.TopologyRequired, TopologyPreferred: p.TopologyPreferred,
 		})
 	}
@@ -347,7 +349,9 @@ func (a *gangAgg) view(in describeInput) GangView {
 		}
 	}
 	if gv.Name == "" {
-		gv.Name = strings.Join(append([]string{g.Definition}, g.Keys...), "/")
+		// No pod is labelled yet (offline, or before the pod-grouper saw
+		// them): the name the pod-grouper gives this gang's PodGroup.
+		gv.Name = naming.PodGroupName(in.Root.GetName(), in.Compiled.Definition(), g.Definition, g.Keys)
 	}
 	pg := in.PodGroups[gv.Name]
 	if pg != nil {

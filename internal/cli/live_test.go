@@ -93,7 +93,7 @@ func jobsetCluster(t *testing.T, pgPhase string) *Cluster {
 	pg := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
 		"metadata": map[string]any{
-			"name": "llama-ft-jobset", "namespace": "train",
+			"name": "llama-ft", "namespace": "train",
 			"labels":          map[string]any{definition.LabelWorkloadName: "llama-ft", definition.LabelWorkloadKind: "JobSet", definition.LabelDefinition: "jobset"},
 			"ownerReferences": []any{map[string]any{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "llama-ft", "uid": string(root.GetUID()), "controller": true}},
 		},
@@ -111,7 +111,7 @@ func jobsetCluster(t *testing.T, pgPhase string) *Cluster {
 		if p.Labels == nil {
 			p.Labels = map[string]string{}
 		}
-		p.Labels[definition.LabelPodGroup] = "llama-ft-jobset"
+		p.Labels[definition.LabelPodGroup] = "llama-ft"
 		if i < 2 && pgPhase != "Pending" || i == 0 {
 			p.Spec.NodeName = []string{"gpu-node-1", "gpu-node-2", "gpu-node-3"}[i]
 			p.Status.Phase = corev1.PodRunning
@@ -119,7 +119,7 @@ func jobsetCluster(t *testing.T, pgPhase string) *Cluster {
 		} else {
 			p.Status.Phase = corev1.PodPending
 			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
-				Message: "gang llama-ft-jobset needs 12 nvidia.com/gpu on 3 nodes; best placement fits 2 of 3 members"}}
+				Message: "gang llama-ft needs 12 nvidia.com/gpu on 3 nodes; best placement fits 2 of 3 members"}}
 		}
 		typed = append(typed, p)
 	}
@@ -127,7 +127,7 @@ func jobsetCluster(t *testing.T, pgPhase string) *Cluster {
 	typed = append(typed, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "unrelated", Namespace: "train", UID: "u-1"}})
 	typed = append(typed, &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Name: "ev1", Namespace: "train"},
-		InvolvedObject: corev1.ObjectReference{Kind: "PodGroup", Name: "llama-ft-jobset"},
+		InvolvedObject: corev1.ObjectReference{Kind: "PodGroup", Name: "llama-ft"},
 		Reason:         "FailedScheduling", Message: "old message", LastTimestamp: metav1.NewTime(fixedNow.Add(-time.Minute)),
 	})
 	return fakeCluster(t, dyn, typed...)
@@ -156,8 +156,8 @@ func TestDescribeLiveGolden(t *testing.T) {
 			if err := json.Unmarshal([]byte(res.stdout), &d); err != nil {
 				t.Fatal(err)
 			}
-			if d.Totals.GPUs != 12 || d.Totals.ObservedPods != 3 || len(d.Gangs) != 1 || d.Gangs[0].Name != "llama-ft-jobset" || d.Age != "5m" {
-				t.Errorf("got gpus=%d observed=%d gangs=%+v age=%q; want 12, 3 (not the unrelated pod), one gang llama-ft-jobset, 5m", d.Totals.GPUs, d.Totals.ObservedPods, d.Gangs, d.Age)
+			if d.Totals.GPUs != 12 || d.Totals.ObservedPods != 3 || len(d.Gangs) != 1 || d.Gangs[0].Name != "llama-ft" || d.Age != "5m" {
+				t.Errorf("got gpus=%d observed=%d gangs=%+v age=%q; want 12, 3 (not the unrelated pod), one gang llama-ft, 5m", d.Totals.GPUs, d.Totals.ObservedPods, d.Gangs, d.Age)
 			}
 			g := d.Gangs[0]
 			if tc.phase == "Pending" && !strings.Contains(g.Reason, "best placement fits 2 of 3") {

@@ -98,7 +98,7 @@ func renderDescription(w io.Writer, p painter, d *Description, wide bool) error 
 	if len(d.Plans) > 0 {
 		fmt.Fprintln(w, "\nGang plan (from the spec):")
 		t := &table{indent: "  "}
-		t.addPlain("DEFINITION", "INSTANCES", "MIN-MEMBER", "MEMBERS", "MIN-RESOURCES", "TOPOLOGY")
+		t.addPlain("DEFINITION", "PODGROUP", "INSTANCES", "MIN-MEMBER", "MEMBERS", "MIN-RESOURCES", "TOPOLOGY")
 		for _, pl := range d.Plans {
 			topo := ""
 			if pl.TopologyRequired != "" {
@@ -106,7 +106,12 @@ func renderDescription(w io.Writer, p painter, d *Description, wide bool) error 
 			} else if pl.TopologyPreferred != "" {
 				topo = "preferred " + pl.TopologyPreferred
 			}
-			t.addPlain(pl.Definition, fmt.Sprint(pl.Instances), fmt.Sprint(pl.MinMember), strings.Join(pl.Members, ", "), resourceString(pl.MinResources), topo)
+			// A grouped gang's PodGroups are named after pod values.
+			pg := pl.PodGroup
+			if pg == "" {
+				pg = "(one per key)"
+			}
+			t.addPlain(pl.Definition, pg, fmt.Sprint(pl.Instances), fmt.Sprint(pl.MinMember), strings.Join(pl.Members, ", "), resourceString(pl.MinResources), topo)
 		}
 		_ = t.write(w)
 	} else if len(d.Gangs) == 0 {

@@ -1,9 +1,9 @@
 // Package cli implements the muster command: describe, get, validate,
-// definitions, version and shell completion. Every command follows the
-// kubectl shape (an Options struct with Complete, Validate and Run, and
-// injected IOStreams) and returns errors instead of exiting, so tests run
-// the commands in-process; Main turns the error into one "error: …" line
-// and an exit code (errors.go).
+// set-scheduler, definitions, version and shell completion. Every command
+// follows the kubectl shape (an Options struct with Complete, Validate and
+// Run, and injected IOStreams) and returns errors instead of exiting, so
+// tests run the commands in-process; Main turns the error into one
+// "error: …" line and an exit code (errors.go).
 package cli
 
 import (
@@ -174,6 +174,7 @@ func NewRootCommand(env *Env) *cobra.Command {
 		NewCmdDescribe(env),
 		NewCmdGet(env),
 		NewCmdValidate(env),
+		NewCmdSetScheduler(env),
 		NewCmdDefinitions(env),
 		NewCmdVersion(env),
 	)

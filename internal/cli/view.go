@@ -135,7 +135,8 @@ type UnmatchedPod struct {
 // GangView is one gang instance: a PodGroup live, or the group its pods
 // form under the definition offline.
 type GangView struct {
-	// Name is the PodGroup's name; offline, the definition name and keys.
+	// Name is the PodGroup's name: live, the one the pods are labelled
+	// with; else (offline) the name the pod-grouper would give it.
 	Name       string   `json:"name"`
 	Definition string   `json:"definition,omitempty"`
 	Keys       []string `json:"keys,omitempty"`
@@ -157,7 +158,11 @@ type GangView struct {
 // GangPlanView is what a gang definition yields on the spec alone: how many
 // gang instances, how big each one is.
 type GangPlanView struct {
-	Definition        string            `json:"definition"`
+	Definition string `json:"definition"`
+	// PodGroup is the name the pod-grouper gives the gang's PodGroup, when
+	// the spec alone tells it: a whole-workload gang. Grouped gangs get
+	// one PodGroup per key, named after pod values, so it is empty.
+	PodGroup          string            `json:"podGroup,omitempty"`
 	Members           []string          `json:"members"`
 	Instances         int               `json:"instances"`
 	MinMember         int32             `json:"minMember"`

@@ -4,13 +4,17 @@
 // against the kind it targets.
 //
 // It walks the field chains of the parsed query (.a.b[], .a["b"], .a[0],
-// pipes, alternatives, select, map, if, object and array construction) and
-// follows them through the schema. It reports only what provably cannot
+// pipes, alternatives, select, map, if, object and array construction,
+// variables bound with "as", to_entries on maps) and follows them through
+// the schema. It reports only what provably cannot
 // exist: a field missing from an object that lists its properties and does
 // not keep unknown fields, or a field read from an array or a scalar.
 // Anything it cannot follow (user functions, reduce, variables as keys,
 // free-form objects such as metadata) ends the check of that chain without
 // a report, so it gives no false alarms on paths it does not understand.
+//
+// Built-in kinds have no CRD; FromGoType builds the schema of their Go type
+// (a Deployment, or the Pod that pod-side paths run on).
 //
 // Use it as:
 //
@@ -52,7 +56,7 @@ func Check(expr string, schema *apiextensionsv1.JSONSchemaProps) ([]Problem, err
 
 // CheckQuery is Check on a parsed query.
 func CheckQuery(q *gojq.Query, schema *apiextensionsv1.JSONSchemaProps) []Problem {
-	w := &walker{seen: map[string]bool{}}
+	w := &walker{seen: map[string]bool{}, vars: map[string][]node{}}
 	w.query(q, []node{{s: schema, root: true}})
 	sort.Slice(w.problems, func(i, j int) bool { return w.problems[i].Path < w.problems[j].Path })
 	return w.problems
@@ -70,6 +74,9 @@ var unknown = []node{{}}
 type walker struct {
 	problems []Problem
 	seen     map[string]bool
+	// vars are the places bound to $names by "E as $name | body"; a
+	// variable not bound (or bound by a destructuring pattern) is unknown.
+	vars map[string][]node
 }
 
 func (w *walker) report(path, msg string) {
@@ -90,9 +97,35 @@ func (w *walker) query(q *gojq.Query, in []node) []node {
 	switch q.Op {
 	case gojq.OpPipe:
 		if len(q.Patterns) > 0 {
-			// "E as $x | B": B reads the same input as E.
-			w.query(q.Left, in)
-			return w.query(q.Right, in)
+			// "E as $x | B": B reads the same input as E, and $x is
+			// where E leads.
+			bound := w.query(q.Left, in)
+			saved := map[string][]node{}
+			for _, p := range q.Patterns {
+				if p.Name == "" {
+					continue
+				}
+				if old, ok := w.vars[p.Name]; ok {
+					saved[p.Name] = old
+				} else {
+					saved[p.Name] = nil
+				}
+				if len(q.Patterns) == 1 {
+					w.vars[p.Name] = bound
+				} else {
+					// ?// alternatives: which one binds is not known.
+					w.vars[p.Name] = unknown
+				}
+			}
+			out := w.query(q.Right, in)
+			for name, old := range saved {
+				if old == nil {
+					delete(w.vars, name)
+				} else {
+					w.vars[name] = old
+				}
+			}
+			return out
 		}
 		return w.query(q.Right, w.query(q.Left, in))
 	case gojq.OpComma, gojq.OpAlt:
@@ -178,7 +211,15 @@ func (w *walker) term(t *gojq.Term, in []node) []node {
 // any other function's arguments are checked against the input (jq
 // evaluates arguments there) and its result is unknown.
 func (w *walker) fn(f *gojq.Func, in []node) []node {
+	if strings.HasPrefix(f.Name, "$") {
+		if v, ok := w.vars[f.Name]; ok {
+			return v
+		}
+		return unknown
+	}
 	switch f.Name {
+	case "to_entries":
+		return toEntries(in)
 	case "select", "values", "nulls", "booleans", "numbers", "strings", "arrays", "objects", "iterables", "scalars":
 		for _, a := range f.Args {
 			w.query(a, in)
@@ -355,6 +396,27 @@ func items(n node) node {
 		return node{s: &n.s.Items.JSONSchemas[0], path: path}
 	}
 	return node{path: path}
+}
+
+// toEntries is to_entries on a map: a list of {key, value} whose values
+// have the map's value schema. On anything else the result is unknown.
+func toEntries(in []node) []node {
+	out := make([]node, 0, len(in))
+	for _, n := range in {
+		if n.s == nil || n.s.AdditionalProperties == nil || n.s.AdditionalProperties.Schema == nil {
+			out = append(out, node{path: n.path + "|to_entries"})
+			continue
+		}
+		entry := apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+			"key":   {Type: "string"},
+			"value": *n.s.AdditionalProperties.Schema,
+		}}
+		out = append(out, node{
+			s:    &apiextensionsv1.JSONSchemaProps{Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &entry}},
+			path: n.path + "|to_entries",
+		})
+	}
+	return out
 }
 
 // iter is .[]: array items, or the values of a map-like object.

@@ -1,10 +1,13 @@
 package schemacheck
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -86,6 +89,16 @@ func TestCheck(t *testing.T) {
 		{name: "object construction", expr: `{name: .spec.nme}`,
 			want: []string{`.spec.nme: field "nme" does not exist in .spec`}},
 		{name: "binding keeps the input", expr: `.spec as $s | .status.conditions`},
+		{name: "variable leads where it was bound", expr: `.spec as $s | $s.replicatedJobz`,
+			want: []string{`.spec.replicatedJobz: field "replicatedJobz" does not exist in .spec; did you mean "replicatedJobs"?`}},
+		{name: "variable scope ends with the body", expr: `(.spec as $s | 1) | $s.anything`},
+		{name: "nested bindings", expr: `.spec as $s | .status as $t | $s.suspend, $t.conditionz`,
+			want: []string{`.status.conditionz: field "conditionz" does not exist in .status`}},
+		{name: "to_entries on a map", expr: `.spec.selectors | to_entries[] | .value.key, .key`},
+		{name: "to_entries value typo", expr: `.spec.selectors | to_entries[] | .value.kee`,
+			want: []string{`.spec.selectors|to_entries[].value.kee: field "kee" does not exist`}},
+		{name: "to_entries entry typo", expr: `.spec.selectors | to_entries[] | .vaule`,
+			want: []string{`.spec.selectors|to_entries[].vaule: field "vaule" does not exist`}},
 		{name: "unknown function result is not followed", expr: `.spec | to_entries | .[].whatever`},
 		{name: "root meta fields", expr: `.kind, .apiVersion`},
 	}
@@ -116,5 +129,42 @@ func TestCheckNilSchemaAndParseError(t *testing.T) {
 	}
 	if _, err := Check(".a[", nil); err == nil {
 		t.Error("parse error: got nil error")
+	}
+}
+
+// FromGoType: pod-side paths and built-in kinds are checked against the Go
+// types, which have no CRD.
+func TestFromGoType(t *testing.T) {
+	pod := FromGoType(reflect.TypeFor[corev1.Pod]())
+	deploy := FromGoType(reflect.TypeFor[appsv1.Deployment]())
+	tests := []struct {
+		expr   string
+		schema *apiextensionsv1.JSONSchemaProps
+		want   []string // paths
+	}{
+		{expr: `.metadata.labels["ray.io/node-type"]`, schema: pod},
+		{expr: `.metadata.labelz`, schema: pod, want: []string{".metadata.labelz"}},
+		{expr: `.spec.containers[].resources.limits["nvidia.com/gpu"]`, schema: pod},
+		{expr: `.spec.containers[].resourcez`, schema: pod, want: []string{".spec.containers[].resourcez"}},
+		{expr: `.metadata.labels | (.["a"] // .["b"])`, schema: pod},
+		{expr: `.metadata.ownerReferences[] | select(.controller) | .uid`, schema: pod},
+		{expr: `.metadata.creationTimestamp.anything`, schema: pod}, // a leaf with its own JSON form
+		{expr: `.spec.replicas, .spec.template.spec.schedulerName`, schema: deploy},
+		{expr: `.spec.replica`, schema: deploy, want: []string{".spec.replica"}},
+		{expr: `.spec.strategy.rollingUpdate.maxSurge`, schema: deploy},
+		{expr: `.kind, .apiVersion`, schema: deploy},
+	}
+	for _, tc := range tests {
+		got, err := Check(tc.expr, tc.schema)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.expr, err)
+		}
+		var paths []string
+		for _, p := range got {
+			paths = append(paths, p.Path)
+		}
+		if diff := cmp.Diff(tc.want, paths); diff != "" {
+			t.Errorf("Check(%q) (-want +got):\n%s", tc.expr, diff)
+		}
 	}
 }

@@ -79,7 +79,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.FeatureGate.AddFlag(fs)
 }
 
-// Validate checks the options and applies the logging configuration.
+// Validate checks the options, the logging flags included. It changes
+// nothing outside o: applying the logging configuration is ApplyLogging's.
 func (o *Options) Validate() error {
 	var errs []error
 	if len(o.SchedulerNames) == 0 {
@@ -105,8 +106,17 @@ func (o *Options) Validate() error {
 	if o.LeaderElection.LeaderElect && o.LeaderElection.ResourceName == "" {
 		errs = append(errs, errors.New("--leader-elect-resource-name: required with --leader-elect"))
 	}
-	if err := logsapi.ValidateAndApply(o.Logs, o.FeatureGate); err != nil {
+	if err := logsapi.Validate(o.Logs, o.FeatureGate, nil).ToAggregate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// ApplyLogging applies the logging flags (format, verbosity, flush
+// frequency) to the process: klog's logger, output and verbosity are
+// process-global, so only the binary's main should call it. A program
+// that runs the pod-grouper in-process (the e2e tests) keeps its own klog
+// set-up by not calling it.
+func (o *Options) ApplyLogging() error {
+	return logsapi.ValidateAndApply(o.Logs, o.FeatureGate)
 }

@@ -28,8 +28,18 @@ import (
 	"github.com/muster-io/muster/podgrouper"
 )
 
-// NewCommand returns the muster-podgrouper command.
-func NewCommand() *cobra.Command {
+// NewCommand returns the muster-podgrouper command for use in-process: it
+// validates every flag, the logging ones included, but leaves the process's
+// logging (klog) as the caller set it up, so the logging flags do not take
+// effect. The binary uses NewMainCommand.
+func NewCommand() *cobra.Command { return newCommand(false) }
+
+// NewMainCommand is the command of the muster-podgrouper binary: NewCommand
+// that also applies the logging flags to the process (Options.ApplyLogging)
+// before it runs.
+func NewMainCommand() *cobra.Command { return newCommand(true) }
+
+func newCommand(applyLogging bool) *cobra.Command {
 	o := NewOptions()
 	cmd := &cobra.Command{
 		Use:   "muster-podgrouper",
@@ -41,6 +51,11 @@ cluster Karta objects), and writes one PodGroup per gang with the pods labelled 
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Validate(); err != nil {
 				return err
+			}
+			if applyLogging {
+				if err := o.ApplyLogging(); err != nil {
+					return err
+				}
 			}
 			return Run(cmd.Context(), o)
 		},
