@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/muster-io/muster/internal/editdistance"
 )
 
 // Decode reads one definition (YAML or JSON) strictly: unknown fields,
@@ -232,7 +234,7 @@ func unknownField(p *field.Path, name string, known map[string]reflect.Type) *fi
 	detail := "unknown field"
 	best, bestD := "", 4
 	for k := range known {
-		if d := editDistance(strings.ToLower(name), strings.ToLower(k)); d < bestD || (d == bestD && k < best) {
+		if d := editdistance.Levenshtein(strings.ToLower(name), strings.ToLower(k)); d < bestD || (d == bestD && k < best) {
 			best, bestD = k, d
 		}
 	}
@@ -273,25 +275,4 @@ func jsonType(v any) string {
 		return "object"
 	}
 	return fmt.Sprintf("%T", v)
-}
-
-// editDistance is the Levenshtein distance, for "did you mean" hints.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

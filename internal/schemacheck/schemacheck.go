@@ -30,6 +30,8 @@ import (
 
 	"github.com/itchyny/gojq"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/muster-io/muster/internal/editdistance"
 )
 
 // Problem is a field chain that cannot exist in the schema.
@@ -371,7 +373,7 @@ func missingMessage(parent, name string, props map[string]apiextensionsv1.JSONSc
 	msg := fmt.Sprintf("field %q does not exist in %s", name, orDot(parent))
 	best, bestD := "", 3
 	for _, k := range known {
-		if d := distance(strings.ToLower(name), strings.ToLower(k)); d < bestD {
+		if d := editdistance.Levenshtein(strings.ToLower(name), strings.ToLower(k)); d < bestD {
 			best, bestD = k, d
 		}
 	}
@@ -435,24 +437,4 @@ func iter(in []node) []node {
 		}
 	}
 	return out
-}
-
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := 1
-			if a[i-1] == b[j-1] {
-				c = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
