@@ -21,9 +21,9 @@
 // Every start helper registers its stop with the control plane, so Stop
 // tears everything down (last started first) even if the caller forgets.
 //
-// Real operators (JobSet, LeaderWorkerSet) run as child processes built from
-// test/operators/<name>: see InstallOperatorCRDs, BuildOperator and
-// StartOperator.
+// Real operators (JobSet, LeaderWorkerSet, KubeRay) run as child processes
+// built from test/operators/<name>: see InstallOperatorCRDs, BuildOperator
+// and StartOperator.
 //
 // Tests isolate themselves with NewNamespace and, when they need nodes of their
 // own, with node pools (NodeSpec.Pool): pool nodes carry a label and a taint so

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,12 +38,29 @@ type operatorSpec struct {
 	module      string // module path required by test/operators/<name>/go.mod
 	mainPackage string
 	crdDir      string // CRD YAML directory inside the module
-	webhooks    string // kubebuilder webhook manifest inside the module
-	configAPI   string // apiVersion of the operator's Configuration file
+	// webhooks is the kubebuilder webhook manifest inside the module; empty
+	// for an operator that runs without webhooks, which is then ready once
+	// its health probe answers.
+	webhooks  string
+	configAPI string // apiVersion of the operator's Configuration file; empty: none
 	// podLabel: the operator's pod webhooks only see pods carrying this
 	// label (the upstream kustomize patches add that objectSelector).
 	podLabel string
-	args     []string
+	// flags returns the command line for the control plane's kubeconfig,
+	// the Configuration file (empty without configAPI) and the health probe
+	// address ("0" for operators with webhooks). Operators name these flags
+	// differently, and every one must turn off leader election, metrics and
+	// probes on fixed ports.
+	flags func(kubeconfig, config, probe string) []string
+}
+
+// configFileFlags are the flags of the kubebuilder-style operators that
+// read a Configuration file.
+func configFileFlags(kubeconfig, config, probe string) []string {
+	return []string{
+		"--kubeconfig=" + kubeconfig, "--config=" + config,
+		"--metrics-bind-address=0", "--health-probe-bind-address=" + probe,
+	}
 }
 
 var operators = map[string]operatorSpec{
@@ -50,13 +68,33 @@ var operators = map[string]operatorSpec{
 		module: "sigs.k8s.io/jobset", mainPackage: "sigs.k8s.io/jobset",
 		crdDir: "config/components/crd/bases", webhooks: "config/components/webhook/manifests.yaml",
 		configAPI: "config.jobset.x-k8s.io/v1alpha1", podLabel: "jobset.sigs.k8s.io/jobset-name",
+		flags: configFileFlags,
 	},
 	"lws": {
 		module: "sigs.k8s.io/lws", mainPackage: "sigs.k8s.io/lws/cmd",
 		crdDir: "config/crd/bases", webhooks: "config/webhook/manifests.yaml",
 		configAPI: "config.lws.x-k8s.io/v1alpha1", podLabel: "leaderworkerset.sigs.k8s.io/name",
-		// LWS elects a leader unless told not to.
-		args: []string{"--leader-elect=false"},
+		flags: func(kubeconfig, config, probe string) []string {
+			// LWS elects a leader unless told not to.
+			return append(configFileFlags(kubeconfig, config, probe), "--leader-elect=false")
+		},
+	},
+	"kuberay": {
+		module:      "github.com/ray-project/kuberay/ray-operator",
+		mainPackage: "github.com/ray-project/kuberay/ray-operator",
+		crdDir:      "config/crd/bases",
+		// KubeRay serves its (validation-only) RayCluster webhook only when
+		// ENABLE_WEBHOOKS=true; its default install runs without, and so
+		// does the harness. Flags instead of a Configuration file: with
+		// --config, KubeRay ignores every other flag.
+		flags: func(kubeconfig, _, probe string) []string {
+			return []string{
+				"--kubeconfig=" + kubeconfig, "--metrics-addr=0",
+				"--health-probe-bind-address=" + probe,
+				// Defaults to true.
+				"--enable-leader-election=false",
+			}
+		},
 	},
 }
 
@@ -226,11 +264,13 @@ func (o *Operator) LogTail(n int) string {
 }
 
 // StartOperator builds (or reuses) the operator's binary and runs it against
-// the control plane: webhook server on 127.0.0.1:<free port> with a
-// self-signed certificate, its webhook configurations registered by URL,
-// no leader election, metrics and health probes off. It returns once the
-// webhook server accepts TLS connections. Install its CRDs first
-// (InstallOperatorCRDs), ideally before StartControllers.
+// the control plane with no leader election and metrics off. An operator
+// with webhooks gets its webhook server on 127.0.0.1:<free port> with a
+// self-signed certificate and its webhook configurations registered by URL,
+// health probes off, and StartOperator returns once that server accepts TLS
+// connections. One without webhooks serves its health probe on that port
+// instead, and StartOperator returns once /readyz answers. Install its CRDs
+// first (InstallOperatorCRDs), ideally before StartControllers.
 func StartOperator(ctx context.Context, cp *ControlPlane, name string) (*Operator, error) {
 	if err := cp.live(); err != nil {
 		return nil, err
@@ -255,32 +295,41 @@ func StartOperator(ctx context.Context, cp *ControlPlane, name string) (*Operato
 	if err != nil {
 		return nil, err
 	}
-	certDir := filepath.Join(dir, "certs")
-	caBundle, err := writeServingCert(certDir)
-	if err != nil {
-		return nil, fmt.Errorf("operator %s: %w", name, err)
+	var configPath string
+	var caBundle []byte
+	probe := "0"
+	if spec.webhooks == "" {
+		// No webhook server to wait for: serve the health probe on the
+		// port instead.
+		probe = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	}
-	config := fmt.Sprintf(`apiVersion: %s
+	if spec.configAPI != "" {
+		certDir := filepath.Join(dir, "certs")
+		webhook := ""
+		if spec.webhooks != "" {
+			if caBundle, err = writeServingCert(certDir); err != nil {
+				return nil, fmt.Errorf("operator %s: %w", name, err)
+			}
+			webhook = fmt.Sprintf("webhook: {host: 127.0.0.1, port: %d, certDir: %q}\n", port, certDir)
+		}
+		config := fmt.Sprintf(`apiVersion: %s
 kind: Configuration
 leaderElection: {leaderElect: false}
 internalCertManagement: {enable: false}
 metrics: {bindAddress: "0"}
-health: {healthProbeBindAddress: "0"}
-webhook: {host: 127.0.0.1, port: %d, certDir: %q}
-`, spec.configAPI, port, certDir)
-	configPath := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
-		return nil, err
+health: {healthProbeBindAddress: %q}
+`, spec.configAPI, probe) + webhook
+		configPath = filepath.Join(dir, "config.yaml")
+		if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
+			return nil, err
+		}
 	}
 	logPath := filepath.Join(dir, name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{
-		"--kubeconfig=" + cp.KubeconfigPath, "--config=" + configPath,
-		"--metrics-bind-address=0", "--health-probe-bind-address=0",
-	}, spec.args...)
+	args := spec.flags(cp.KubeconfigPath, configPath, probe)
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	setPdeathsig(cmd)
@@ -314,6 +363,12 @@ webhook: {host: 127.0.0.1, port: %d, certDir: %q}
 		return nil, fmt.Errorf("operator %s: %w\nlast log lines:\n%s", name, err, o.LogTail(20))
 	}
 
+	if spec.webhooks == "" {
+		if err := waitForHealthy(ctx, probe, o.exited); err != nil {
+			return fail(err)
+		}
+		return o, nil
+	}
 	if err := waitForTLS(ctx, port, o.exited); err != nil {
 		return fail(err)
 	}
@@ -368,6 +423,32 @@ func waitForTLS(ctx context.Context, port int, exited <-chan struct{}) error {
 		}
 		conn.Close()
 		return true, "", nil
+	})
+}
+
+// waitForHealthy waits until the controller-runtime health probe at addr
+// answers /readyz with 200: the manager has started. Its controllers may
+// still be syncing caches; objects created meanwhile are reconciled once
+// they have.
+func waitForHealthy(ctx context.Context, addr string, exited <-chan struct{}) error {
+	client := &http.Client{Timeout: time.Second}
+	url := "http://" + addr + "/readyz"
+	return WaitFor(ctx, ShortTimeout, "health probe "+url, func(ctx context.Context) (bool, string, error) {
+		select {
+		case <-exited:
+			return false, "", errors.New("process exited")
+		default:
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, "", err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status, nil
 	})
 }
 

@@ -1,0 +1,159 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/muster-io/muster/definition"
+	"github.com/muster-io/muster/test/harness"
+)
+
+var rayClustersGVR = schema.GroupVersionResource{Group: "ray.io", Version: "v1", Resource: "rayclusters"}
+
+// TestOperatorKubeRayPodGroup runs the real KubeRay operator (a child
+// process built from test/operators/kuberay, CRDs from the same module): it
+// creates the head pod and the worker pods itself, with no ReplicaSet or
+// StatefulSet between. The pod-grouper (in-process, catalog definition
+// raycluster) puts the whole cluster, head included, into one PodGroup; the
+// shipped muster-scheduler profile then binds the gang; deleting the
+// RayCluster collects pods and PodGroup.
+func TestOperatorKubeRayPodGroup(t *testing.T) {
+	startOperator(t, "kuberay")
+	ctx := t.Context()
+	ns := testNamespace(t, "kuberay-")
+	const sched = "muster-scheduler"
+	testPool(t, ns, 2, func(i int) harness.NodeSpec {
+		return harness.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 2}
+	})
+	startPodGrouper(t, sched)
+
+	// No autoscaler: the catalog counts the desired replicas, 1 head + 2
+	// workers of 2 GPUs each.
+	_, err := controlPlane.Apply(ctx, []byte(`
+apiVersion: ray.io/v1
+kind: RayCluster
+metadata: {name: llm}
+spec:
+  rayVersion: "2.52.0"
+  headGroupSpec:
+    rayStartParams: {}
+    template:
+      spec:
+        schedulerName: `+sched+`
+        `+placement(ns, "        ")+`
+        containers:
+        - name: ray-head
+          image: rayproject/ray:2.52.0
+          resources: {requests: {cpu: "1"}}
+  workerGroupSpecs:
+  - groupName: gpu
+    replicas: 2
+    numOfHosts: 1
+    rayStartParams: {}
+    template:
+      spec:
+        schedulerName: `+sched+`
+        `+placement(ns, "        ")+`
+        containers:
+        - name: ray-worker
+          image: rayproject/ray:2.52.0-gpu
+          resources:
+            requests: {cpu: "1", nvidia.com/gpu: 2}
+            limits: {nvidia.com/gpu: 2}
+`), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := controlPlane.Dynamic.Resource(rayClustersGVR).Namespace(ns).Get(ctx, "llm", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// What the operator made: the pods themselves, owned by the RayCluster,
+	// with KubeRay's labels (only the real operator sets these).
+	sel := "ray.io/cluster=llm"
+	pods := pgrWaitPods(t, ns, sel, 3, "created by KubeRay", func(*corev1.Pod) bool { return true })
+	var kinds []string
+	for _, p := range pods {
+		kinds = append(kinds, p.Labels["ray.io/node-type"]+"/"+p.Labels["ray.io/group"])
+		if p.Labels["ray.io/is-ray-node"] != "yes" {
+			t.Errorf("pod %s: ray.io/is-ray-node = %q, want yes", p.Name, p.Labels["ray.io/is-ray-node"])
+		}
+		if ref := metav1.GetControllerOf(&p); ref == nil || ref.Kind != "RayCluster" || ref.UID != rc.GetUID() {
+			t.Errorf("pod %s: controller %v, want RayCluster llm (%s)", p.Name, ref, rc.GetUID())
+		}
+	}
+	sort.Strings(kinds)
+	if got, want := strings.Join(kinds, ","), "head/headgroup,worker/gpu,worker/gpu"; got != want {
+		t.Errorf("pods (node-type/group) = %s, want %s", got, want)
+	}
+
+	// One PodGroup for the whole cluster.
+	var pg *schedv1alpha1.PodGroup
+	err = harness.WaitFor(ctx, harness.ShortTimeout, "one PodGroup in "+ns+" with minMember 3 and 4 GPUs", func(ctx context.Context) (bool, string, error) {
+		l, err := podGroups(t).SchedulingV1alpha1().PodGroups(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		var seen []string
+		for i := range l.Items {
+			g := &l.Items[i]
+			gpus := g.Spec.MinResources["nvidia.com/gpu"]
+			seen = append(seen, fmt.Sprintf("%s minMember=%d gpus=%s", g.Name, g.Spec.MinMember, gpus.String()))
+			pg = g
+		}
+		if len(l.Items) != 1 {
+			return false, fmt.Sprintf("%d PodGroups: %v", len(l.Items), seen), nil
+		}
+		gpus := pg.Spec.MinResources["nvidia.com/gpu"]
+		return pg.Spec.MinMember == 3 && gpus.Value() == 4, strings.Join(seen, "; "), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLabels := map[string]string{definition.LabelWorkloadKind: "RayCluster", definition.LabelWorkloadName: "llm", definition.LabelDefinition: "raycluster"}
+	for k, v := range wantLabels {
+		if pg.Labels[k] != v {
+			t.Errorf("PodGroup %s label %s = %q, want %q", pg.Name, k, pg.Labels[k], v)
+		}
+	}
+	if len(pg.OwnerReferences) != 1 || pg.OwnerReferences[0].UID != rc.GetUID() || !ptr.Deref(pg.OwnerReferences[0].Controller, false) {
+		t.Errorf("PodGroup %s owners = %+v, want the RayCluster %s as controller", pg.Name, pg.OwnerReferences, rc.GetUID())
+	}
+	pgrWaitPods(t, ns, sel, 3, "in PodGroup "+pg.Name, pgrInGroup(pg.Name))
+
+	// The gang fits the pool (head and one worker on one node, the other
+	// worker on the second) and is bound whole.
+	startGangScheduler(t, sched, nil)
+	if _, err := controlPlane.WaitPodsRunning(ctx, ns, sel, 3, harness.ShortTimeout); err != nil {
+		t.Fatal(err)
+	}
+
+	// Delete the RayCluster: the garbage collector takes pods and PodGroup.
+	if err := controlPlane.Dynamic.Resource(rayClustersGVR).Namespace(ns).Delete(ctx, "llm", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := controlPlane.WaitPodsGone(ctx, ns, sel, harness.ShortTimeout); err != nil {
+		t.Fatal(err)
+	}
+	err = harness.WaitFor(ctx, harness.ShortTimeout, "PodGroup "+pg.Name+" collected with its RayCluster", func(ctx context.Context) (bool, string, error) {
+		_, err := podGroups(t).SchedulingV1alpha1().PodGroups(ns).Get(ctx, pg.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, "", nil
+		}
+		return false, "still there", err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
