@@ -1,5 +1,6 @@
 // Command muster-sandbox runs muster on a throw-away in-process Kubernetes
-// cluster with fake GPU nodes (`make run`). See internal/sandbox.
+// cluster with fake GPU nodes, the real operators its examples need and the
+// example workloads of examples/ (`make run`). See internal/sandbox.
 package main
 
 import (
@@ -22,9 +23,19 @@ func main() {
 	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", sandbox.DefaultKubeconfig(), "where to write the kubeconfig of the sandbox")
 	fs.StringVar(&cfg.LogFile, "log-file", "", "control-plane log file (default: muster-sandbox.log beside the kubeconfig)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "stay up until Ctrl-C or SIGTERM, then shut down cleanly")
-	fs.BoolVar(&cfg.NoExamples, "no-examples", false, "start an empty cluster")
+	fs.BoolVar(&cfg.NoExamples, "no-examples", false, "start without operators and example workloads")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: muster-sandbox [flags]\n\nAn in-process Kubernetes control plane with fake GPU nodes and muster.\nPrints \"ready: kubeconfig=PATH\" on stdout once everything is up.\n\n")
+		fmt.Fprintf(fs.Output(), `Usage: muster-sandbox [flags]
+
+An in-process Kubernetes control plane with fake GPU nodes, muster-scheduler
+and the pod-grouper. Unless --no-examples, it also runs the real operators
+the example workloads of examples/ name (built on the first run, about two
+minutes each, then cached), applies the examples and prints the
+"muster describe" view of each. Run it from the muster source tree.
+
+Prints "ready: kubeconfig=PATH" on stdout once everything is up.
+
+`)
 		fs.PrintDefaults()
 	}
 	_ = fs.Parse(os.Args[1:])
@@ -36,8 +47,14 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := sandbox.Run(ctx, cfg); err != nil {
+		interrupted := ctx.Err() != nil
+		stop() // also cancels ctx
+		if interrupted {
+			// Ctrl-C before the sandbox was ready: it has shut down cleanly.
+			fmt.Fprintln(os.Stderr, "muster-sandbox: interrupted")
+			os.Exit(130)
+		}
 		fmt.Fprintf(os.Stderr, "muster-sandbox: %v\n", err)
-		stop()
 		os.Exit(1)
 	}
 }

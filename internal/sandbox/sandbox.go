@@ -1,7 +1,10 @@
 // Package sandbox runs muster on a throw-away in-process cluster: the
-// control plane of test/harness, fake GPU nodes spread over zones, the
-// scheduler and pod-grouper of muster, and example workloads. It is the body
-// of cmd/muster-sandbox (`make run`).
+// control plane of test/harness, fake GPU nodes spread over zones and racks,
+// muster-scheduler (kube-scheduler with the MusterGang plugin, on the
+// shipped configuration) and the pod-grouper, the real operators the
+// examples need (child processes), and the example workloads of package
+// examples, each shown with `muster describe`. It is the body of
+// cmd/muster-sandbox (`make run`).
 package sandbox
 
 import (
@@ -11,14 +14,16 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
-	"text/tabwriter"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/muster-io/muster/examples"
+	"github.com/muster-io/muster/plugins/gang"
 	"github.com/muster-io/muster/test/harness"
 )
 
@@ -52,8 +57,15 @@ func DefaultKubeconfig() string {
 }
 
 // Run starts the sandbox, applies the examples, prints the ready line and,
-// with Keep, waits for ctx to end; then it shuts everything down. The
-// muster parts and the examples come from components().
+// with Keep, waits for ctx to end; then it shuts everything down: operators
+// stopped and their webhooks deleted, the control plane stopped, its temp
+// dirs and the kubeconfig removed.
+//
+// What runs, in order: the control plane; the CRDs muster ships and those of
+// the operators the examples need; the cluster's controllers and the pod
+// simulator; the fake GPU nodes; muster-scheduler (the shipped
+// configuration) and the pod-grouper; the operators (built on first use);
+// then the examples of package examples.
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.Nodes < 1 {
 		return fmt.Errorf("--nodes must be at least 1, got %d", cfg.Nodes)
@@ -77,6 +89,20 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := checkOverwrite(kubeconfig); err != nil {
 		return err
 	}
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	var exs []examples.Example
+	if !cfg.NoExamples {
+		if exs, err = examples.All(); err != nil {
+			return err
+		}
+	}
+	operators, err := operatorsFor(exs)
+	if err != nil {
+		return err
+	}
 	if cfg.LogFile == "" {
 		cfg.LogFile = filepath.Join(filepath.Dir(kubeconfig), "muster-sandbox.log")
 	}
@@ -90,15 +116,31 @@ func Run(ctx context.Context, cfg Config) error {
 	defer logFile.Close()
 
 	begin := time.Now()
+	var progressMu sync.Mutex
 	progress := func(format string, args ...any) {
-		fmt.Fprintf(cfg.Stderr, "%-50s %5.1fs\n", fmt.Sprintf(format, args...), time.Since(begin).Seconds())
+		progressMu.Lock()
+		defer progressMu.Unlock()
+		fmt.Fprintf(cfg.Stderr, "%s (%.1fs)\n", fmt.Sprintf(format, args...), time.Since(begin).Seconds())
 	}
 	fmt.Fprintf(cfg.Stderr, "muster sandbox: kubeconfig %s, logs %s\n", kubeconfig, cfg.LogFile)
+
+	// Operator builds (two minutes each on a first run) overlap with the
+	// start-up and the examples; they end with Run.
+	buildCtx, cancelBuilds := context.WithCancel(ctx)
+	builds, waitBuilds := buildOperators(buildCtx, operators, progress)
+	defer func() {
+		cancelBuilds()
+		waitBuilds()
+	}()
 
 	cp, err := harness.Start(harness.Options{
 		KubeconfigPath: kubeconfig,
 		LogOutput:      logFile,
-		Progress:       func(step string, _ time.Duration) { progress("%s", step) },
+		Progress: func(step string, _ time.Duration) {
+			if !strings.HasPrefix(step, "starting ") {
+				progress("%s", step)
+			}
+		},
 	})
 	if err != nil {
 		return err
@@ -110,20 +152,44 @@ func Run(ctx context.Context, cfg Config) error {
 		_ = os.Remove(kubeconfig)
 		fmt.Fprintf(cfg.Stderr, "stopped in %.1fs\n", time.Since(stopBegin).Seconds())
 	}()
+	// Components live until cp.Stop stops them in order, not until ctx
+	// ends: a Ctrl-C must not tear them down underneath one another.
+	compCtx := context.WithoutCancel(ctx)
 
-	parts := components()
-	for _, crd := range parts.CRDs {
-		if err := cp.InstallCRD(ctx, crd); err != nil {
-			return err
-		}
-	}
-	if len(parts.CRDs) > 0 {
-		progress("%d CRDs installed", len(parts.CRDs))
-	}
-	if _, err := cp.StartControllers(ctx); err != nil {
+	// CRDs before the controllers: the garbage collector learns the
+	// resources it tracks when it starts.
+	crds, err := installMusterCRDs(ctx, cp, root)
+	if err != nil {
 		return err
 	}
-	if _, err := cp.StartPodSimulator(ctx, harness.PodSimulatorOptions{}); err != nil {
+	progress("CRDs installed: %s", strings.Join(crds, ", "))
+	// Each operator's CRDs come from its module (a `go mod download` of a
+	// second or two): fetch them side by side.
+	crdErrs := make([]error, len(operators))
+	var crdWG sync.WaitGroup
+	for i, op := range operators {
+		crdWG.Add(1)
+		go func() {
+			defer crdWG.Done()
+			crdErrs[i] = cp.InstallOperatorCRDs(ctx, op)
+		}()
+	}
+	crdWG.Wait()
+	unavailable := map[string]string{}
+	for i, op := range operators {
+		if err := crdErrs[i]; err != nil {
+			builds[op].release()
+			unavailable[op] = "its CRDs could not be had: " + firstLine(err)
+			fmt.Fprintf(logFile, "operator %s CRDs: %v\n", op, err)
+			progress("%s operator unavailable (%s; details in the log file); skipping the examples that need it", op, unavailable[op])
+			continue
+		}
+		progress("%s operator CRDs installed", op)
+	}
+	if _, err := cp.StartControllers(compCtx); err != nil {
+		return err
+	}
+	if _, err := cp.StartPodSimulator(compCtx, harness.PodSimulatorOptions{}); err != nil {
 		return err
 	}
 	progress("controllers and pod simulator running")
@@ -134,101 +200,98 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	progress("%d nodes × %d GPUs in %d zones", cfg.Nodes, cfg.GPUsPerNode, min(cfg.Zones, cfg.Nodes))
 
-	for _, c := range parts.Start {
-		if _, err := c.Start(ctx, cp); err != nil {
-			return fmt.Errorf("%s: %w", c.Name, err)
+	if err := startScheduler(compCtx, cp, root); err != nil {
+		return fmt.Errorf("%s: %w", SchedulerName, err)
+	}
+	progress("%s running (%s, plugin %s)", SchedulerName, schedulerConfig, gang.Name)
+	if err := startPodGrouper(compCtx, cp); err != nil {
+		return fmt.Errorf("pod-grouper: %w", err)
+	}
+	progress("pod-grouper running")
+
+	// Operators start when the first example that needs one comes, so the
+	// first example runs while the next operator still builds.
+	started := map[string]bool{}
+	ensureOperator := func(op string) error {
+		if op == "" || started[op] || unavailable[op] != "" {
+			return nil
 		}
-		progress("%s running", c.Name)
+		if err := startOperator(ctx, cp, builds[op], progress); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			unavailable[op] = firstLine(err)
+			fmt.Fprintf(logFile, "operator %s: %v\n", op, err)
+			progress("%s operator unavailable (%s; details in the log file); skipping the examples that need it", op, unavailable[op])
+			return nil
+		}
+		started[op] = true
+		progress("%s operator running", op)
+		return nil
 	}
 
-	if !cfg.NoExamples {
-		totalGPUs := cfg.Nodes * cfg.GPUsPerNode
-		for _, ex := range parts.Examples {
-			if ex.GPUs > totalGPUs {
-				fmt.Fprintf(cfg.Stderr, "example %s skipped: needs %d GPUs, the sandbox has %d\n", ex.Name, ex.GPUs, totalGPUs)
+	gpusLeft := int64(cfg.Nodes * cfg.GPUsPerNode)
+	for _, ex := range exs {
+		if err := ensureOperator(ex.Operator); err != nil {
+			return err
+		}
+		if ex.Operator != "" && unavailable[ex.Operator] != "" {
+			progress("example %s skipped: the %s operator is not running", ex.File, ex.Operator)
+			continue
+		}
+		needs, err := needsOf(ctx, cp, ex)
+		if err != nil {
+			return fmt.Errorf("example %s: %w", ex.File, err)
+		}
+		if ex.Expect == examples.ExpectScheduled {
+			// A gang that cannot fit never binds: skip it rather than wait.
+			if needs.gpus > gpusLeft || needs.gpusPerPod > int64(cfg.GPUsPerNode) {
+				progress("example %s skipped: needs %d GPUs, up to %d in one pod; the sandbox has %d GPUs left on nodes of %d",
+					ex.File, needs.gpus, needs.gpusPerPod, gpusLeft, cfg.GPUsPerNode)
 				continue
 			}
-			if err := runExample(ctx, cp, ex, cfg.Stdout); err != nil {
-				return fmt.Errorf("example %s: %w", ex.Name, err)
-			}
-			progress("example %s scheduled", ex.Name)
+			gpusLeft -= needs.gpus
+		}
+		if err := runExample(ctx, cp, ex, cfg.Stdout); err != nil {
+			return fmt.Errorf("example %s: %w", ex.File, err)
+		}
+		if ex.Expect == examples.ExpectUnschedulable {
+			progress("example %s: the scheduler said why it does not fit", ex.File)
+		} else {
+			progress("example %s scheduled", ex.File)
 		}
 	}
 
+	progress("ready")
 	fmt.Fprintf(cfg.Stdout, "ready: kubeconfig=%s\n", kubeconfig)
 	if !cfg.Keep {
 		return nil
 	}
-	fmt.Fprintf(cfg.Stderr, "up; try: kubectl --kubeconfig %s get nodes,pods -A -o wide   (Ctrl-C to stop)\n", kubeconfig)
+	fmt.Fprintf(cfg.Stderr, "up; try:\n  kubectl --kubeconfig %s get nodes,pods -A -o wide\n  go run ./cmd/muster --kubeconfig %s get -A\n(Ctrl-C to stop)\n", kubeconfig, kubeconfig)
 	<-ctx.Done()
 	fmt.Fprintf(cfg.Stderr, "shutting down\n")
 	return nil
 }
 
-// runExample applies one example in its own namespace, waits until its pods
-// are bound, and prints its summary.
-func runExample(ctx context.Context, cp *harness.ControlPlane, ex Example, w io.Writer) error {
-	ns := ex.Namespace
-	if ns == "" {
-		ns = "examples"
-	}
-	if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !isAlreadyExists(err) {
-		return err
-	}
-	if _, err := cp.Apply(ctx, ex.YAML, ns); err != nil {
-		return err
-	}
-	if ex.Pods > 0 {
-		if _, err := cp.WaitPodsBound(ctx, ns, ex.PodSelector, ex.Pods, harness.ShortTimeout); err != nil {
-			return err
+// operatorsFor lists the operators the examples name, once each in order of
+// first use, and refuses names the harness cannot run.
+func operatorsFor(exs []examples.Example) ([]string, error) {
+	known := harness.Operators()
+	seen := map[string]bool{}
+	var out []string
+	for _, ex := range exs {
+		op := ex.Operator
+		if op == "" || seen[op] {
+			continue
 		}
-	}
-	describe := ex.Describe
-	if describe == nil {
-		describe = DescribePods
-	}
-	return describe(ctx, cp, ns, ex, w)
-}
-
-// DescribePods prints the example's pods and where they run: the summary
-// used until `muster describe` can be printed instead.
-func DescribePods(ctx context.Context, cp *harness.ControlPlane, ns string, ex Example, w io.Writer) error {
-	pods, err := cp.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: ex.PodSelector})
-	if err != nil {
-		return err
-	}
-	nodes, err := cp.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	zoneOf := map[string]string{}
-	for _, n := range nodes.Items {
-		zoneOf[n.Name] = n.Labels[harness.ZoneLabel]
-	}
-	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].Name < pods.Items[j].Name })
-	fmt.Fprintf(w, "\n%s (namespace %s): %s\n", ex.Name, ns, ex.Description)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  POD\tPHASE\tNODE\tZONE\tGPUS")
-	for _, p := range pods.Items {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\n", p.Name, p.Status.Phase, p.Spec.NodeName, zoneOf[p.Spec.NodeName], podGPUs(&p))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintln(w)
-	return nil
-}
-
-func podGPUs(p *corev1.Pod) int64 {
-	var n int64
-	for _, c := range p.Spec.Containers {
-		if q, ok := c.Resources.Limits[harness.DefaultGPUResource]; ok {
-			n += q.Value()
-		} else if q, ok := c.Resources.Requests[harness.DefaultGPUResource]; ok {
-			n += q.Value()
+		if !slices.Contains(known, op) {
+			return nil, fmt.Errorf("example %s: metadata.annotations[%s]: unknown operator %q (the sandbox can run %s)",
+				ex.File, examples.AnnotationOperator, op, strings.Join(known, ", "))
 		}
+		seen[op] = true
+		out = append(out, op)
 	}
-	return n
+	return out, nil
 }
 
 func isAlreadyExists(err error) bool {
