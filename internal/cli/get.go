@@ -159,6 +159,24 @@ func (o *GetOptions) Run(ctx context.Context) error {
 		ent *catalog.Entry
 	}
 	var wls []workload
+	// An object is top-level when no controller above it has a definition,
+	// however many undefined objects sit in between: a Deployment's pods
+	// (pod → ReplicaSet → Deployment) belong to the Deployment.
+	topWalker := newOwnerWalker(clusterOwnerLookup(c))
+	ownedByDefined := func(obj *unstructured.Unstructured) bool {
+		refs, err := topWalker.refs(ctx, obj)
+		if err != nil {
+			o.env.warnf("%s %s/%s: %v", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
+		}
+		for _, ref := range refs {
+			if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil {
+				if _, ok := defs.reg.LookupGVK(gv.WithKind(ref.Kind)); ok {
+					return true
+				}
+			}
+		}
+		return false
+	}
 	for _, k := range kinds {
 		ri := c.Dynamic.Resource(k.mapping.Resource)
 		var list *unstructured.UnstructuredList
@@ -176,12 +194,8 @@ func (o *GetOptions) Run(ctx context.Context) error {
 		}
 		for i := range list.Items {
 			obj := &list.Items[i]
-			if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
-				if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil {
-					if _, ok := defs.reg.LookupGVK(gv.WithKind(ref.Kind)); ok {
-						continue
-					}
-				}
+			if ownedByDefined(obj) {
+				continue
 			}
 			wls = append(wls, workload{obj, k.ent})
 		}

@@ -33,6 +33,8 @@ var fakeKinds = []servedKind{
 	{schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, true},
 	{schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, true},
 	{schema.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"}, true},
+	{schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, true},
+	{schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}, true},
 	{schema.GroupVersionKind{Group: "jobset.x-k8s.io", Version: "v1alpha2", Kind: "JobSet"}, true},
 	{schema.GroupVersionKind{Group: "trainer.kubeflow.org", Version: "v1alpha1", Kind: "TrainJob"}, true},
 	{schema.GroupVersionKind{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Kind: "PodGroup"}, true},
@@ -224,6 +226,44 @@ func TestGetSkipsOwnedWorkloads(t *testing.T) {
 	}
 	if strings.Join(kinds, ",") != "TrainJob/llm-sft" {
 		t.Errorf("listed %v; want only TrainJob/llm-sft", kinds)
+	}
+}
+
+// TestGetSkipsPodsOfDefinedWorkloads: a Deployment's pods sit below a
+// ReplicaSet, which has no definition; they still belong to the Deployment
+// and are not listed as workloads of their own.
+func TestGetSkipsPodsOfDefinedWorkloads(t *testing.T) {
+	dir := filepath.Join(repoRoot(t), "catalog", "testdata", "deployment")
+	var dyn []*unstructured.Unstructured
+	var typed []runtime.Object
+	for _, f := range []string{"object.yaml", "children.yaml", "pods.yaml"} {
+		dyn = append(dyn, readObjects(t, filepath.Join(dir, f))...)
+	}
+	for _, u := range readObjects(t, filepath.Join(dir, "pods.yaml")) {
+		p, err := toPod(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		typed = append(typed, p)
+	}
+	c := fakeCluster(t, dyn, typed...)
+	res := run(t, c, "", "get", "-A", "-o", "json")
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s", res.code, res.stderr)
+	}
+	var l WorkloadList
+	if err := json.Unmarshal([]byte(res.stdout), &l); err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, r := range l.Items {
+		kinds = append(kinds, r.Kind+"/"+r.Name)
+	}
+	if len(kinds) != 1 || !strings.HasPrefix(kinds[0], "Deployment/") {
+		t.Errorf("listed %v; want only the Deployment", kinds)
+	}
+	if len(l.Items) == 1 && l.Items[0].Pods == 0 {
+		t.Errorf("the Deployment shows no pods: %+v", l.Items[0])
 	}
 }
 

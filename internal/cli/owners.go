@@ -44,11 +44,21 @@ func (w *ownerWalker) remember(obj metav1.Object) {
 
 // chain returns the UIDs of obj's controller owners, nearest first.
 func (w *ownerWalker) chain(ctx context.Context, obj metav1.Object) ([]types.UID, error) {
-	var out []types.UID
+	refs, err := w.refs(ctx, obj)
+	out := make([]types.UID, len(refs))
+	for i, r := range refs {
+		out[i] = r.UID
+	}
+	return out, err
+}
+
+// refs returns obj's controller owner references, nearest first.
+func (w *ownerWalker) refs(ctx context.Context, obj metav1.Object) ([]*metav1.OwnerReference, error) {
+	var out []*metav1.OwnerReference
 	ref := metav1.GetControllerOfNoCopy(obj)
 	ns := obj.GetNamespace()
 	for depth := 0; ref != nil && depth < maxOwnerDepth; depth++ {
-		out = append(out, ref.UID)
+		out = append(out, ref)
 		next, known := w.parent[ref.UID]
 		if !known {
 			owner, err := w.lookup(ctx, ns, *ref)
