@@ -170,6 +170,10 @@ type Compiled struct {
 
 	status *statusDef
 	gangs  []*gangDef
+	// overrideGang gangs every pod of a workload whose definition has no
+	// gang instruction, used only when the workload sets
+	// muster.io/min-member: the override works for every kind.
+	overrideGang *gangDef
 
 	// parsePerCall makes every evaluation parse and compile its expression
 	// again; only the benchmark sets it, to show what compiling once saves.

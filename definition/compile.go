@@ -212,6 +212,10 @@ func build(k *Karta, opts Options) (*Compiled, field.ErrorList) {
 	if len(b.errs) > 0 {
 		return nil, b.errs
 	}
+	b.overrideGang()
+	if len(b.errs) > 0 {
+		return nil, b.errs
+	}
 	b.c.computePodNeeds()
 	return b.c, nil
 }

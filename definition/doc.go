@@ -92,7 +92,9 @@
 // Workload annotations override a definition for one workload:
 // muster.io/gang: "off" puts none of its pods in a gang; muster.io/min-member:
 // "N" (a positive integer) sets MinMember of every gang of the workload and
-// Gang.Overridden; MinResources then stays the definition's when N is at
+// Gang.Overridden — and, when the definition has no gang instruction (a
+// Deployment, a StatefulSet, a Job), makes the whole workload one gang
+// named after the root component, so the override works for every kind; MinResources then stays the definition's when N is at
 // least the definition's min-member and is scaled down to N/MinMember of it,
 // rounded up per resource, when N is smaller. muster.io/topology-required and
 // muster.io/topology-preferred replace the topology fields (they do not set

@@ -133,12 +133,26 @@ func overrides(root *unstructured.Unstructured, p *rootPlan) error {
 	return nil
 }
 
+// gangsOf returns the gang definitions that apply to root: the
+// definition's, or, for a definition without any, the whole-workload
+// override gang when root sets muster.io/min-member.
+func (c *Compiled) gangsOf(root *unstructured.Unstructured) []*gangDef {
+	if len(c.gangs) > 0 {
+		return c.gangs
+	}
+	if _, ok := root.GetAnnotations()[AnnotationMinMember]; ok && c.overrideGang != nil {
+		return []*gangDef{c.overrideGang}
+	}
+	return nil
+}
+
 func (c *Compiled) buildPlan(ctx context.Context, root *unstructured.Unstructured) (*rootPlan, error) {
 	p := &rootPlan{}
 	if err := overrides(root, p); err != nil {
 		return nil, err
 	}
-	if p.off || len(c.gangs) == 0 {
+	gangs := c.gangsOf(root)
+	if p.off || len(gangs) == 0 {
 		return p, nil
 	}
 	v, err := c.extract(ctx, toJQ(root.Object))
@@ -146,7 +160,7 @@ func (c *Compiled) buildPlan(ctx context.Context, root *unstructured.Unstructure
 		return nil, err
 	}
 	p.v = v
-	for _, g := range c.gangs {
+	for _, g := range gangs {
 		gs, err := c.gangSizes(v, g)
 		if err != nil {
 			return nil, err
@@ -244,18 +258,19 @@ func (c *Compiled) scopeOf(v *view, ci, j, scope int) (int, int64, error) {
 // A pod that matches no component gives an error wrapping ErrNoComponent.
 // The rules are in the package documentation ("Gangs").
 func (c *Compiled) GangForPod(ctx context.Context, root *unstructured.Unstructured, pod *corev1.Pod) (*Gang, error) {
-	if len(c.gangs) == 0 || root.GetAnnotations()[AnnotationGang] == GangOff {
+	gangs := c.gangsOf(root)
+	if len(gangs) == 0 || root.GetAnnotations()[AnnotationGang] == GangOff {
 		return nil, nil
 	}
 	pm, ci, match, err := c.matchPodMemo(ctx, pod)
 	if err != nil {
 		return nil, err
 	}
-	gi, md, err := c.gangOf(ctx, pod, ci, pm)
+	gi, md, err := c.gangOf(ctx, gangs, pod, ci, pm)
 	if err != nil || md == nil {
 		return nil, err
 	}
-	g := c.gangs[gi]
+	g := gangs[gi]
 	gang := &Gang{Definition: g.name, Members: append([]string(nil), g.memberNames...),
 		TopologyRequired: g.topologyRequired, TopologyPreferred: g.topologyPreferred}
 	for ki, e := range md.groupBy {
@@ -334,8 +349,8 @@ func fill(g *Gang, size gangSize, p *rootPlan) error {
 // gangOf finds the gang definition of a pod of component ci: the first
 // definition with a member that is ci or an ancestor of it and whose filters
 // all hold on the pod. Within a definition the member closest to ci wins.
-func (c *Compiled) gangOf(ctx context.Context, pod *corev1.Pod, ci int, pm *podInput) (int, *memberDef, error) {
-	for gi, g := range c.gangs {
+func (c *Compiled) gangOf(ctx context.Context, gangs []*gangDef, pod *corev1.Pod, ci int, pm *podInput) (int, *memberDef, error) {
+	for gi, g := range gangs {
 		var best *memberDef
 		for mi := range g.members {
 			m := &g.members[mi]
@@ -395,7 +410,7 @@ func (c *Compiled) GangPlans(ctx context.Context, root *unstructured.Unstructure
 		return nil, nil
 	}
 	var out []GangPlan
-	for gi, g := range c.gangs {
+	for gi, g := range c.gangsOf(root) {
 		mk := func(size gangSize, instances int64) (GangPlan, error) {
 			var gang Gang
 			gang.TopologyRequired, gang.TopologyPreferred = g.topologyRequired, g.topologyPreferred

@@ -333,3 +333,70 @@ func unstructuredSlice(m map[string]any, path ...string) ([]any, bool, error) {
 	a, ok := cur.([]any)
 	return a, ok, nil
 }
+
+// A definition without any gang instruction: muster.io/min-member on the
+// workload still makes its pods one gang (the override works for every
+// kind), and nothing changes without the annotation.
+func TestMinMemberOverrideOnKindWithoutGangs(t *testing.T) {
+	const def = `
+apiVersion: run.ai/v1alpha1
+kind: Karta
+metadata: {name: deployment}
+spec:
+  structureDefinition:
+    rootComponent:
+      name: deployment
+      kind: {group: apps, version: v1, kind: Deployment}
+      specDefinition: {podTemplateSpecPath: .spec.template}
+      scaleDefinition: {replicasPath: .spec.replicas}
+`
+	obj := func(ann string) string {
+		return `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: ns` + ann + `}
+spec:
+  replicas: 4
+  template:
+    spec:
+      containers:
+      - name: c
+        resources: {requests: {cpu: "1", nvidia.com/gpu: "2"}}
+`
+	}
+	c := compileT(t, def)
+	pod := podT("web-abc", "app=web")
+
+	g, err := c.GangForPod(ctxT, objT(t, obj("")), pod)
+	if err != nil || g != nil {
+		t.Fatalf("without the annotation: gang %+v, err %v; want none", g, err)
+	}
+	if plans, err := c.GangPlans(ctxT, objT(t, obj(""))); err != nil || len(plans) != 0 {
+		t.Fatalf("without the annotation: plans %+v, err %v; want none", plans, err)
+	}
+
+	withAnn := objT(t, obj(`, annotations: {muster.io/min-member: "3"}`))
+	g, err = c.GangForPod(ctxT, withAnn, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g == nil {
+		t.Fatal("with muster.io/min-member: no gang")
+	}
+	gpu := g.MinResources["nvidia.com/gpu"]
+	if g.Definition != "deployment" || len(g.Keys) != 0 || g.MinMember != 3 || !g.Overridden || gpu.Value() != 6 {
+		t.Errorf("gang = %+v (gpu %s); want whole-workload gang \"deployment\", MinMember 3, 6 GPUs, Overridden", g, gpu.String())
+	}
+	plans, err := c.GangPlans(ctxT, withAnn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plans) != 1 || plans[0].Instances != 1 || plans[0].MinMember != 3 {
+		t.Errorf("plans = %+v; want one plan of one instance with MinMember 3", plans)
+	}
+
+	off := objT(t, obj(`, annotations: {muster.io/min-member: "3", muster.io/gang: "off"}`))
+	if g, err := c.GangForPod(ctxT, off, pod); err != nil || g != nil {
+		t.Errorf("opted out: gang %+v, err %v; want none", g, err)
+	}
+}

@@ -480,6 +480,22 @@ func (b *builder) gangScheduling() {
 	}
 }
 
+// overrideGang prepares the gang a muster.io/min-member annotation asks
+// for on a kind the definition does not gang: the whole workload, every
+// component with pods, named after the root component.
+func (b *builder) overrideGang() {
+	if len(b.c.gangs) > 0 || len(b.c.podComps) == 0 || b.c.order == nil {
+		return
+	}
+	g := &gangDef{name: b.c.comps[0].name}
+	for _, ci := range b.c.podComps {
+		g.members = append(g.members, memberDef{comp: ci})
+		g.memberNames = append(g.memberNames, b.c.comps[ci].name)
+	}
+	b.c.finishGang(g)
+	b.c.overrideGang = g
+}
+
 func (b *builder) topology(fp *field.Path, t *TopologyConstraint) {
 	for _, f := range []struct{ name, v string }{{"requiredTopologyLevel", t.RequiredTopologyLevel}, {"preferredTopologyLevel", t.PreferredTopologyLevel}} {
 		if f.v == "" {
