@@ -1,4 +1,6 @@
 # muster — see README.md. Every target works on a fresh clone with only Go.
+# bash for pipefail in the bench rule (a failed benchmark must fail make).
+SHELL    := /bin/bash
 GO       ?= go
 BIN      ?= bin
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -44,9 +46,22 @@ fmt:
 run:
 	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/muster-sandbox $(ARGS)
 
-## bench: the benchmarks of BENCHMARKS.md (not part of make test)
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem -ldflags '$(K8S_LDFLAGS)' ./definition/...
+## bench: every benchmark of BENCHMARKS.md (not part of make test; ~20 min on
+## 2 cores). Results (CSV, SVG, Markdown tables) go to benchmarks/, the raw
+## output to benchmarks/bench.txt. Sizes: MUSTER_BENCH_* (see BENCHMARKS.md).
+BENCH_OUT ?= $(CURDIR)/benchmarks
+bench: build
+	@mkdir -p $(BENCH_OUT)
+	set -o pipefail; { $(GO) test -run '^$$' -bench 'GangForPod' -benchmem -count 3 ./definition/ && \
+	  MUSTER_BENCH_OUT=$(BENCH_OUT) MUSTER_BENCH_BIN=$(abspath $(BIN)) $(GO) test -timeout 120m -run '^$$' \
+	    -bench '^(BenchmarkSchedulerThroughput|BenchmarkContention|BenchmarkPodGrouperRates|BenchmarkMemory)$$' \
+	    -benchtime 1x -benchmem -ldflags '$(K8S_LDFLAGS)' ./test/e2e/ && \
+	  $(GO) test -run '^$$' -bench 'Describe1000' -benchtime 5x -benchmem -ldflags '$(K8S_LDFLAGS)' ./test/e2e/ ; } 2>&1 | tee $(BENCH_OUT)/bench.txt
+
+## bench-smoke: the benchmark machinery at tiny sizes (also part of make test)
+.PHONY: bench-smoke
+bench-smoke:
+	$(GO) test -run 'TestBenchSmoke' -v -ldflags '$(K8S_LDFLAGS)' ./test/e2e/ ./test/benchreport/
 
 ## fuzz: a short run of every fuzz target
 fuzz:

@@ -1,0 +1,316 @@
+package e2e
+
+// Scenarios 3 and 5 of BENCHMARKS.md: the pod-grouper's latency at several
+// creation rates (BenchmarkPodGrouperLatency, swept), and the peak memory of
+// the shipped scheduler and pod-grouper binaries at 1000 nodes / 10k pods.
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/muster-io/muster/definition"
+	"github.com/muster-io/muster/test/benchreport"
+	"github.com/muster-io/muster/test/harness"
+)
+
+// BenchmarkPodGrouperRates runs BenchmarkPodGrouperLatency at 100, 250 and
+// 500 pods/s (MUSTER_BENCH_PODGROUPER_RATES, comma-separated, overrides).
+// Each sub-benchmark reports the rate actually reached (pods/s-sent).
+func BenchmarkPodGrouperRates(b *testing.B) {
+	rates := []int{100, 250, 500}
+	if v := os.Getenv("MUSTER_BENCH_PODGROUPER_RATES"); v != "" {
+		rates = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				b.Fatalf("MUSTER_BENCH_PODGROUPER_RATES=%q: %q is not a positive rate", v, f)
+			}
+			rates = append(rates, n)
+		}
+	}
+	saved := pgrBenchRate
+	defer func() { pgrBenchRate = saved }()
+	for _, r := range rates {
+		pgrBenchRate = r
+		b.Run(fmt.Sprintf("rate=%d", r), BenchmarkPodGrouperLatency)
+	}
+}
+
+// memBinaries returns the directory holding muster-scheduler and
+// muster-podgrouper: MUSTER_BENCH_BIN (make bench passes bin/, built with
+// the release ldflags), else a fresh build with the Makefile's K8S ldflags.
+func memBinaries(b *testing.B) string {
+	if d := os.Getenv("MUSTER_BENCH_BIN"); d != "" {
+		return d
+	}
+	dir := b.TempDir()
+	ld := "-X k8s.io/component-base/version.gitVersion=v1.37.2 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37"
+	cmd := exec.Command("go", "build", "-ldflags", ld, "-o", dir+"/", "./cmd/muster-scheduler", "./cmd/muster-podgrouper")
+	cmd.Dir = pgrRepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// procMem reads VmRSS and VmHWM (peak RSS) of pid in MiB.
+func procMem(pid int) (rss, hwm float64, err error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseFloat(fields[1], 64)
+		switch fields[0] {
+		case "VmRSS:":
+			rss = kb / 1024
+		case "VmHWM:":
+			hwm = kb / 1024
+		}
+	}
+	return rss, hwm, sc.Err()
+}
+
+// startBinary starts a child process that is killed when b ends.
+func startBinary(b *testing.B, path string, args ...string) *exec.Cmd {
+	logf, err := os.Create(filepath.Join(b.TempDir(), filepath.Base(path)+".log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logf.Close()
+		if b.Failed() {
+			data, _ := os.ReadFile(logf.Name())
+			if len(data) > 4000 {
+				data = data[len(data)-4000:]
+			}
+			b.Logf("%s log tail:\n%s", filepath.Base(path), data)
+		}
+	})
+	return cmd
+}
+
+// BenchmarkMemory is scenario 5: the shipped muster-scheduler and
+// muster-podgrouper binaries, as separate processes against the in-process
+// control plane, handle MUSTER_BENCH_MEM_NODES (1000) nodes × 8 GPUs and
+// MUSTER_BENCH_MEM_PODS (10000) pods in JobSet-shaped gangs of 8 (so the
+// pod-grouper groups every pod and the scheduler places 8000 of them; the
+// rest wait whole). Reports each process's peak RSS (VmHWM) in MiB. Run it
+// with -benchtime=1x.
+func BenchmarkMemory(b *testing.B) {
+	nodes := envInt("MUSTER_BENCH_MEM_NODES", 1000)
+	pods := envInt("MUSTER_BENCH_MEM_PODS", 10000)
+	const perGang = 8
+	gangs := pods / perGang
+	ctx := context.Background()
+	bin := memBinaries(b)
+	out := benchOutDir(b)
+	for range b.N {
+		ns := testNamespace(b, "bench-mem-")
+		sched := "mem-" + ns
+		b.Cleanup(func() { _ = cleanupRun(context.Background(), ns) })
+		if err := createBenchNodes(ctx, ns, nodes, 8); err != nil {
+			b.Fatal(err)
+		}
+
+		// The shipped profile under a name of its own, no leader election.
+		cfg := benchSchedulerConfig(b, sched)
+		cfg.ClientConnection.Kubeconfig = controlPlane.KubeconfigPath
+		cfg.ClientConnection.QPS = 1000
+		cfg.ClientConnection.Burst = 2000
+		cfg.LeaderElection.LeaderElect = ptrTo(false)
+		data, err := yaml.Marshal(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfgPath := filepath.Join(b.TempDir(), "scheduler.yaml")
+		if err := os.WriteFile(cfgPath, data, 0o600); err != nil {
+			b.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		pgrAddr := ln.Addr().String()
+		ln.Close()
+		schedCmd := startBinary(b, filepath.Join(bin, "muster-scheduler"), "--config", cfgPath, "--secure-port=0")
+		pgrCmd := startBinary(b, filepath.Join(bin, "muster-podgrouper"), "--kubeconfig", controlPlane.KubeconfigPath,
+			"--scheduler-name", sched, "--leader-elect=false", "--bind-address", pgrAddr, "--workers", "16", "--kube-api-qps", "1000", "--kube-api-burst", "2000")
+		if !waitUntil(ctx, time.Minute, func() bool {
+			resp, err := http.Get("http://" + pgrAddr + "/readyz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		}) {
+			b.Fatal("muster-podgrouper not ready after a minute")
+		}
+		time.Sleep(2 * time.Second) // the scheduler's informers sync
+		procs := map[string]int{"muster-scheduler": schedCmd.Process.Pid, "muster-podgrouper": pgrCmd.Process.Pid}
+		idle := map[string]float64{}
+		for name, pid := range procs {
+			rss, _, err := procMem(pid)
+			if err != nil {
+				b.Fatalf("%s exited early: %v", name, err)
+			}
+			idle[name] = rss
+		}
+
+		// Sample RSS every second for the chart.
+		series := map[string]*benchreport.Series{}
+		for name := range procs {
+			series[name] = &benchreport.Series{Name: name}
+		}
+		start := time.Now()
+		stopSampling := make(chan struct{})
+		var sampling sync.WaitGroup
+		sampling.Add(1)
+		go func() {
+			defer sampling.Done()
+			tick := time.NewTicker(time.Second)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stopSampling:
+					return
+				case <-tick.C:
+				}
+				for name, pid := range procs {
+					if rss, _, err := procMem(pid); err == nil {
+						series[name].Points = append(series[name].Points, benchreport.Point{X: time.Since(start).Seconds(), Y: rss})
+					}
+				}
+			}
+		}()
+
+		// JobSet-shaped workloads (a JobSet and one Job of 8 per gang, the
+		// Job managed by someone else so the Job controller stays out),
+		// then the pods, 16 creators at once.
+		jobs := make([]*unstructured.Unstructured, gangs)
+		if err := parallel(gangs, 16, func(g int) error {
+			js, err := controlPlane.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+				"metadata": map[string]any{"name": fmt.Sprintf("g%d", g)},
+				"spec": map[string]any{"replicatedJobs": []any{map[string]any{
+					"name": "workers", "replicas": 1,
+					"template": map[string]any{"spec": map[string]any{"parallelism": perGang, "completions": perGang,
+						"template": map[string]any{"spec": pgrToMap(b, pgrGPUPodSpec(sched, 1))}}},
+				}}},
+			}}, ns)
+			if err != nil {
+				return err
+			}
+			jobs[g], err = controlPlane.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "batch/v1", "kind": "Job",
+				"metadata": map[string]any{"name": fmt.Sprintf("g%d-workers-0", g), "ownerReferences": []any{pgrToMap(b, pgrControllerRef(js))}},
+				"spec": map[string]any{"parallelism": perGang, "completions": perGang, "managedBy": "muster.io/e2e-bench",
+					"template": map[string]any{"spec": pgrToMap(b, pgrGPUPodSpec(sched, 1))}},
+			}}, ns)
+			return err
+		}); err != nil {
+			b.Fatal(err)
+		}
+		if err := parallel(gangs*perGang, 16, func(i int) error {
+			g, k := i/perGang, i%perGang
+			p := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("g%d-workers-0-%d", g, k), Labels: map[string]string{
+					"bench": "1", "gang": fmt.Sprintf("g%d", g),
+					"jobset.sigs.k8s.io/jobset-name": fmt.Sprintf("g%d", g), "jobset.sigs.k8s.io/replicatedjob-name": "workers", "jobset.sigs.k8s.io/job-index": "0",
+				}, OwnerReferences: []metav1.OwnerReference{pgrControllerRef(jobs[g])}},
+				Spec: pgrGPUPodSpec(sched, 1),
+			}
+			// The pool's nodes are tainted to it.
+			sel, tol := harness.PoolPlacement(ns)
+			p.Spec.NodeSelector, p.Spec.Tolerations = sel, []corev1.Toleration{tol}
+			_, err := controlPlane.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+			return err
+		}); err != nil {
+			b.Fatal(err)
+		}
+		// Done when every pod is labelled and the cluster is full: 8 GPUs
+		// per node, one per pod.
+		want := min(gangs*perGang, nodes*8/perGang*perGang)
+		var labelled, bound int
+		ok := waitUntil(ctx, 15*time.Minute, func() bool {
+			list, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "bench=1", ResourceVersion: "0"})
+			if err != nil {
+				return false
+			}
+			labelled, bound = 0, 0
+			for _, p := range list.Items {
+				if p.Labels[definition.LabelPodGroup] != "" {
+					labelled++
+				}
+				if p.Spec.NodeName != "" {
+					bound++
+				}
+			}
+			time.Sleep(2 * time.Second)
+			return labelled == gangs*perGang && bound >= want
+		})
+		elapsed := time.Since(start)
+		time.Sleep(3 * time.Second) // steady state after the last bind
+		close(stopSampling)
+		sampling.Wait()
+		if !ok {
+			b.Fatalf("after 15 minutes: %d of %d pods labelled, %d of %d bound", labelled, gangs*perGang, bound, want)
+		}
+		rows := [][]string{{"process", "idle_rss_mib", "peak_rss_mib", "nodes", "pods", "bound", "seconds"}}
+		var md strings.Builder
+		fmt.Fprintf(&md, "| process | RSS after start (MiB) | peak RSS, VmHWM (MiB) |\n|---|---|---|\n")
+		chart := benchreport.Chart{Title: fmt.Sprintf("Scenario 5: RSS of the shipped binaries (%d nodes, %d pods)", nodes, gangs*perGang), XLabel: "seconds since first create", YLabel: "RSS (MiB)"}
+		total := 0.0
+		for _, name := range []string{"muster-scheduler", "muster-podgrouper"} {
+			_, hwm, err := procMem(procs[name])
+			if err != nil {
+				b.Fatalf("%s: %v", name, err)
+			}
+			total += hwm
+			b.ReportMetric(hwm, name+"-peak-MiB")
+			rows = append(rows, []string{name, f3(idle[name]), f3(hwm), strconv.Itoa(nodes), strconv.Itoa(gangs * perGang), strconv.Itoa(bound), f3(elapsed.Seconds())})
+			fmt.Fprintf(&md, "| %s | %.0f | %.0f |\n", name, idle[name], hwm)
+			chart.Series = append(chart.Series, *series[name])
+		}
+		fmt.Fprintf(&md, "| both | %.0f | %.0f |\n", idle["muster-scheduler"]+idle["muster-podgrouper"], total)
+		b.Logf("%d pods labelled, %d bound in %s; peak RSS total %.0f MiB", labelled, bound, elapsed.Round(time.Second), total)
+		if err := benchreport.WriteCSV(filepath.Join(out, "memory.csv"), rows); err != nil {
+			b.Fatal(err)
+		}
+		if err := chart.WriteFiles(out, "memory-rss"); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(out, "memory.md"), []byte(md.String()), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
