@@ -125,6 +125,19 @@ func (p *Plugin) planFor(ctx context.Context, pod *v1.Pod, pg *schedv1alpha1.Pod
 		}
 		logger.V(3).Info("No placement for gang", "gang", key, "reason", noPlace.Message)
 		p.status.enqueue(key)
+		// Every member must show why the gang waits (autoscalers and people
+		// read PodScheduled on each pod). Members held back before the last
+		// one was labelled sit in the unschedulable pool with nothing to
+		// bring them back; activate them once per fresh verdict so each
+		// takes the cached one as its condition. The verdict is cached, so
+		// this does not plan again.
+		var others []*v1.Pod
+		for _, m := range pending {
+			if m.UID != pod.UID {
+				others = append(others, m)
+			}
+		}
+		p.activate(others...)
 		return "", fwk.NewStatus(fwk.UnschedulableAndUnresolvable, noPlace.Message)
 	}
 	if err != nil {

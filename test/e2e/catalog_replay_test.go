@@ -1,0 +1,786 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/muster-io/muster/catalog"
+	"github.com/muster-io/muster/definition"
+	"github.com/muster-io/muster/test/harness"
+)
+
+// Replaying a catalog fixture next to the real built-in controllers.
+//
+// The ReplicaSet and StatefulSet controllers create pods as soon as their
+// object exists, with names of their own (ReplicaSet) or at the same names
+// the fixture uses (StatefulSet), and they delete pods beyond spec.replicas.
+// An exact replay (the fixture's pods, names, labels and owner references)
+// therefore works like this:
+//
+//  1. A ValidatingAdmissionPolicy bound to the test namespace admits pod
+//     creations from the replay's own (impersonated) user only. The
+//     controllers' attempts are refused for as long as the replay runs; they
+//     retry.
+//  2. Objects are created in owner order with the owner UIDs rewritten to the
+//     real ones. Controller objects get spec.replicas equal to the number of
+//     fixture pods they own (checked against the fixture when it gives
+//     replicas), and what children.yaml abbreviates is completed the way the
+//     operator would have written it: selector and template from the pods,
+//     StatefulSet ordinals.start from the pods' ordinals (LWS worker sets
+//     start at 1). Deployments are created paused, so the Deployment
+//     controller does not create a ReplicaSet of its own before the
+//     fixture's exists; their ReplicaSet's template is the Deployment's plus
+//     pod-template-hash, so once unpaused the controller takes it as its
+//     current ReplicaSet. StatefulSets use updateStrategy OnDelete: the
+//     fixtures' controller-revision-hash values are invented, and a rolling
+//     update would replace the pods. Jobs get spec.managedBy, which the Job
+//     controller leaves alone.
+//  3. The fixture pods are created by the replay user with owner references
+//     to the real controllers, which adopt and count them.
+//  4. The replay waits until every ReplicaSet and StatefulSet reports
+//     status.replicas = spec.replicas for its current generation (the
+//     controller has counted every fixture pod), unpauses the Deployments,
+//     waits for them to observe that, removes the policy and checks that
+//     the namespace holds exactly the fixture's pods and that no Deployment
+//     made a ReplicaSet of its own.
+
+func init() {
+	registerSetup("catalog fixture CRD versions", func(ctx context.Context, cp *harness.ControlPlane) error {
+		crds, err := catMultiVersionCRDs(pgrRepoRoot())
+		if err != nil {
+			return err
+		}
+		for _, crd := range crds {
+			if err := cp.InstallCRD(ctx, crd); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// catMultiVersionCRDs returns a permissive CRD serving every version the
+// fixtures use for a custom kind, where they use more than one: an operator
+// may write owner references in another served version than the one the
+// user wrote the object in (KServe points at an LLMInferenceService as
+// v1alpha2 when it was created as v1alpha1), and the owner walk must find
+// it. The version the objects are written in is stored. This runs before
+// the pod-grouper's setup, which leaves existing CRDs alone. Kinds of the
+// real operators' CRDs are left to those.
+func catMultiVersionCRDs(root string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	files, err := filepath.Glob(filepath.Join(root, "catalog", "testdata", "*", "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	storage := map[schema.GroupKind]string{}
+	versions := map[schema.GroupKind]map[string]bool{}
+	custom := func(gk schema.GroupKind) bool {
+		return gk.Group != "" && gk.Group != "apps" && gk.Group != "batch" && !catOperatorGroups[gk.Group] &&
+			!(strings.HasSuffix(gk.Group, ".k8s.io") && !strings.Contains(gk.Group, "x-k8s.io"))
+	}
+	note := func(gvk schema.GroupVersionKind, stored bool) {
+		gk := gvk.GroupKind()
+		if !custom(gk) {
+			return
+		}
+		if versions[gk] == nil {
+			versions[gk] = map[string]bool{}
+		}
+		versions[gk][gvk.Version] = true
+		if _, ok := storage[gk]; stored && !ok {
+			storage[gk] = gvk.Version
+		}
+	}
+	for _, f := range files {
+		base := filepath.Base(f)
+		if base != "object.yaml" && base != "children.yaml" && base != "pods.yaml" {
+			continue
+		}
+		docs, err := pgrReadDocs(f)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range docs {
+			note(d.GroupVersionKind(), true)
+			for _, r := range d.GetOwnerReferences() {
+				gv, err := schema.ParseGroupVersion(r.APIVersion)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %s %s: owner apiVersion %q: %w", f, d.GetKind(), d.GetName(), r.APIVersion, err)
+				}
+				note(gv.WithKind(r.Kind), false)
+			}
+		}
+	}
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for gk, vs := range versions {
+		stored, ok := storage[gk]
+		if len(vs) < 2 || !ok {
+			continue
+		}
+		crd := harness.PermissiveCRD(gk.Group, stored, gk.Kind, strings.ToLower(gk.Kind)+"s", apiextensionsv1.NamespaceScoped)
+		var names []string
+		for v := range vs {
+			if v != stored {
+				names = append(names, v)
+			}
+		}
+		sort.Strings(names)
+		for _, v := range names {
+			extra := *crd.Spec.Versions[0].DeepCopy()
+			extra.Name, extra.Storage = v, false
+			crd.Spec.Versions = append(crd.Spec.Versions, extra)
+		}
+		out = append(out, crd)
+	}
+	return out, nil
+}
+
+// catReplayUser is the user the replay creates pods as.
+const catReplayUser = "muster-e2e-fixture-replay"
+
+// catFixture is one catalog/testdata/<name> folder.
+type catFixture struct {
+	name     string
+	root     *unstructured.Unstructured
+	children []*unstructured.Unstructured
+	pods     []*unstructured.Unstructured
+	want     pgrFixtureExpected
+}
+
+func catLoadFixture(t testing.TB, name string) *catFixture {
+	t.Helper()
+	dir := filepath.Join(pgrRepoRoot(), "catalog", "testdata", name)
+	object, err := pgrReadDocs(filepath.Join(dir, "object.yaml"))
+	if err != nil || len(object) != 1 {
+		t.Fatalf("%s/object.yaml: %d objects, err %v", name, len(object), err)
+	}
+	children, err := pgrReadDocs(filepath.Join(dir, "children.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := pgrReadDocs(filepath.Join(dir, "pods.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "expected.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &catFixture{name: name, root: object[0], children: children, pods: pods}
+	if err := yaml.Unmarshal(data, &f.want); err != nil {
+		t.Fatalf("%s/expected.yaml: %v", name, err)
+	}
+	return f
+}
+
+// catReplayed is what a replay created.
+type catReplayed struct {
+	ns   string
+	root *unstructured.Unstructured
+	// byKey: "Kind/name" → created object.
+	byKey map[string]*unstructured.Unstructured
+}
+
+func catKey(o *unstructured.Unstructured) string { return o.GetKind() + "/" + o.GetName() }
+
+// catControllerRef returns the fixture's controller owner reference of o.
+func catControllerRef(o *unstructured.Unstructured) *metav1.OwnerReference {
+	for _, r := range o.GetOwnerReferences() {
+		if r.Controller != nil && *r.Controller {
+			return &r
+		}
+	}
+	return nil
+}
+
+// catPerPodLabels vary from pod to pod of one controller and never belong in
+// a selector or template.
+var catPerPodLabels = map[string]bool{
+	"statefulset.kubernetes.io/pod-name": true,
+	"apps.kubernetes.io/pod-index":       true,
+	"controller-revision-hash":           true,
+}
+
+// catCommonLabels returns the labels every pod has with the same value.
+func catCommonLabels(pods []*unstructured.Unstructured) map[string]any {
+	out := map[string]any{}
+	for i, p := range pods {
+		l := p.GetLabels()
+		if i == 0 {
+			for k, v := range l {
+				if !catPerPodLabels[k] {
+					out[k] = v
+				}
+			}
+			continue
+		}
+		for k, v := range out {
+			if l[k] != v {
+				delete(out, k)
+			}
+		}
+	}
+	return out
+}
+
+// catTemplateFromPod builds a pod template from a fixture pod: its spec
+// without what the controller sets per pod, and the given labels.
+func catTemplateFromPod(pod *unstructured.Unstructured, labels map[string]any, sched string) map[string]any {
+	spec, _, _ := unstructured.NestedMap(pod.Object, "spec")
+	spec = runtimeDeepCopy(spec)
+	for _, f := range []string{"nodeName", "hostname", "subdomain"} {
+		delete(spec, f)
+	}
+	spec["schedulerName"] = sched
+	return map[string]any{"metadata": map[string]any{"labels": labels}, "spec": spec}
+}
+
+func runtimeDeepCopy(m map[string]any) map[string]any {
+	return (&unstructured.Unstructured{Object: m}).DeepCopy().Object
+}
+
+// catReplayClient is a dynamic client acting as catReplayUser (with the
+// admin's rights: impersonation keeps the groups given here).
+func catReplayClient(t testing.TB) dynamic.Interface {
+	t.Helper()
+	cfg := rest.CopyConfig(controlPlane.RestConfig)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: catReplayUser, Groups: []string{"system:masters", "system:authenticated"}}
+	c, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+var (
+	catVAPGVR        = schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"}
+	catVAPBindingGVR = schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"}
+)
+
+// catFencePods installs the admission policy of step 1 for ns and waits
+// until it refuses a pod from anyone else. The returned func removes it.
+func catFencePods(t testing.TB, ns string) (remove func()) {
+	t.Helper()
+	ctx := context.Background()
+	name := "muster-e2e-replay-" + ns
+	policy := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+		"metadata": map[string]any{"name": name},
+		"spec": map[string]any{
+			"failurePolicy": "Fail",
+			"matchConstraints": map[string]any{"resourceRules": []any{map[string]any{
+				"apiGroups": []any{""}, "apiVersions": []any{"v1"}, "operations": []any{"CREATE"}, "resources": []any{"pods"},
+			}}},
+			"validations": []any{map[string]any{
+				"expression": fmt.Sprintf("request.userInfo.username == %q", catReplayUser),
+				"message":    "fixture replay in progress: only the replay creates pods here",
+			}},
+		},
+	}}
+	binding := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+		"metadata": map[string]any{"name": name},
+		"spec": map[string]any{
+			"policyName":        name,
+			"validationActions": []any{"Deny"},
+			"matchResources": map[string]any{"namespaceSelector": map[string]any{
+				"matchLabels": map[string]any{"kubernetes.io/metadata.name": ns},
+			}},
+		},
+	}}
+	if _, err := controlPlane.Dynamic.Resource(catVAPGVR).Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := controlPlane.Dynamic.Resource(catVAPBindingGVR).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	removed := false
+	remove = func() {
+		if removed {
+			return
+		}
+		removed = true
+		_ = controlPlane.Dynamic.Resource(catVAPBindingGVR).Delete(ctx, name, metav1.DeleteOptions{})
+		_ = controlPlane.Dynamic.Resource(catVAPGVR).Delete(ctx, name, metav1.DeleteOptions{})
+		// Wait until the policy is gone from the API server's view, so a
+		// later scale-up is not refused.
+		err := harness.WaitFor(ctx, time.Minute, "replay policy lifted in "+ns, func(ctx context.Context) (bool, string, error) {
+			err := catProbePod(ctx, ns)
+			return err == nil, fmt.Sprint(err), nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(remove)
+	err := harness.WaitFor(ctx, time.Minute, "replay policy in force in "+ns, func(ctx context.Context) (bool, string, error) {
+		err := catProbePod(ctx, ns)
+		return apierrors.IsInvalid(err) || apierrors.IsForbidden(err), fmt.Sprint(err), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return remove
+}
+
+// catProbePod dry-run creates a pod in ns as the admin.
+func catProbePod(ctx context.Context, ns string) error {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "replay-probe-"},
+		Spec:       corev1.PodSpec{SchedulerName: "none", Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+	}
+	_, err := controlPlane.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	return err
+}
+
+// catReplay replays f into ns (steps 1 to 4 above). Pods get schedulerName
+// sched.
+func catReplay(t testing.TB, ns, sched string, f *catFixture) *catReplayed {
+	t.Helper()
+	ctx := context.Background()
+	removeFence := catFencePods(t, ns)
+	replayClient := catReplayClient(t)
+
+	all := append([]*unstructured.Unstructured{f.root}, f.children...)
+	all = append(all, f.pods...)
+	// Fixture owner (fixture UID or Kind/name) → its fixture objects.
+	ownedPods := map[string][]*unstructured.Unstructured{}
+	ownedObjs := map[string][]*unstructured.Unstructured{}
+	fixtureKey := map[types.UID]string{}
+	for _, o := range all {
+		if o.GetUID() != "" {
+			fixtureKey[o.GetUID()] = catKey(o)
+		}
+	}
+	ownerKey := func(o *unstructured.Unstructured) string {
+		r := catControllerRef(o)
+		if r == nil {
+			return ""
+		}
+		if k, ok := fixtureKey[r.UID]; ok {
+			return k
+		}
+		return r.Kind + "/" + r.Name
+	}
+	for _, p := range f.pods {
+		if k := ownerKey(p); k != "" {
+			ownedPods[k] = append(ownedPods[k], p)
+		}
+	}
+	for _, o := range f.children {
+		if k := ownerKey(o); k != "" {
+			ownedObjs[k] = append(ownedObjs[k], o)
+		}
+	}
+	// podsUnder returns the fixture pods owned by the ReplicaSets of a
+	// Deployment key.
+	podsUnder := func(key string) []*unstructured.Unstructured {
+		var out []*unstructured.Unstructured
+		for _, rs := range ownedObjs[key] {
+			out = append(out, ownedPods[catKey(rs)]...)
+		}
+		return out
+	}
+	setReplicas := func(c *unstructured.Unstructured, n int) {
+		if have, found, _ := unstructured.NestedInt64(c.Object, "spec", "replicas"); found && int(have) != n {
+			t.Fatalf("%s: %s %s has spec.replicas %d but %d pods in pods.yaml", f.name, c.GetKind(), c.GetName(), have, n)
+		}
+		_ = unstructured.SetNestedField(c.Object, int64(n), "spec", "replicas")
+	}
+	templates := map[string]map[string]any{} // Deployment key → its template as created
+
+	out := &catReplayed{ns: ns, byKey: map[string]*unstructured.Unstructured{}}
+	uids := map[types.UID]types.UID{}
+	var deployments, replicaSets, statefulSets []string
+	create := func(o *unstructured.Unstructured) (bool, error) {
+		key := catKey(o)
+		if _, done := out.byKey[key]; done {
+			return true, nil
+		}
+		c := o.DeepCopy()
+		refs := c.GetOwnerReferences()
+		for i, r := range refs {
+			real, ok := uids[r.UID]
+			if !ok {
+				if created, ok2 := out.byKey[r.Kind+"/"+r.Name]; ok2 {
+					real, ok = created.GetUID(), true
+				}
+			}
+			if !ok {
+				return false, nil
+			}
+			refs[i].UID = real
+		}
+		c.SetOwnerReferences(refs)
+		for _, fld := range []string{"uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink"} {
+			unstructured.RemoveNestedField(c.Object, "metadata", fld)
+		}
+		unstructured.RemoveNestedField(c.Object, "status")
+		c.SetNamespace(ns)
+		client := controlPlane.Dynamic
+		gk := c.GroupVersionKind().GroupKind()
+		switch gk {
+		case schema.GroupKind{Kind: "Pod"}:
+			_ = unstructured.SetNestedField(c.Object, sched, "spec", "schedulerName")
+			unstructured.RemoveNestedField(c.Object, "spec", "nodeName")
+			client = replayClient
+		case schema.GroupKind{Group: "apps", Kind: "Deployment"}:
+			pods := podsUnder(key)
+			setReplicas(c, len(pods))
+			_ = unstructured.SetNestedField(c.Object, true, "spec", "paused")
+			common := catCommonLabels(pods)
+			delete(common, "pod-template-hash")
+			if _, found, _ := unstructured.NestedMap(c.Object, "spec", "selector"); !found {
+				// The Deployment controller claims its ReplicaSets by their
+				// labels: select on what the pods and the ReplicaSets share.
+				sel := map[string]any{}
+				for k, v := range common {
+					sel[k] = v
+				}
+				for _, rs := range ownedObjs[key] {
+					for k, v := range sel {
+						if rs.GetLabels()[k] != v {
+							delete(sel, k)
+						}
+					}
+				}
+				if len(sel) == 0 {
+					t.Fatalf("%s: Deployment %s: its pods and ReplicaSets share no label to select on", f.name, c.GetName())
+				}
+				_ = unstructured.SetNestedMap(c.Object, map[string]any{"matchLabels": sel}, "spec", "selector")
+			}
+			if _, found, _ := unstructured.NestedMap(c.Object, "spec", "template"); !found {
+				if len(pods) == 0 {
+					t.Fatalf("%s: Deployment %s has no template and no pods to derive one from", f.name, c.GetName())
+				}
+				_ = unstructured.SetNestedMap(c.Object, catTemplateFromPod(pods[0], common, sched), "spec", "template")
+			} else {
+				_ = unstructured.SetNestedField(c.Object, sched, "spec", "template", "spec", "schedulerName")
+			}
+			tmpl, _, _ := unstructured.NestedMap(c.Object, "spec", "template")
+			templates[key] = tmpl
+			deployments = append(deployments, c.GetName())
+		case schema.GroupKind{Group: "apps", Kind: "ReplicaSet"}:
+			pods := ownedPods[key]
+			setReplicas(c, len(pods))
+			common := catCommonLabels(pods)
+			if _, found, _ := unstructured.NestedMap(c.Object, "spec", "selector"); !found {
+				_ = unstructured.SetNestedMap(c.Object, map[string]any{"matchLabels": common}, "spec", "selector")
+			}
+			if _, found, _ := unstructured.NestedMap(c.Object, "spec", "template"); !found {
+				// The Deployment controller's ReplicaSet: the Deployment's
+				// template plus the pod-template-hash label.
+				tmpl, ok := templates[ownerKey(o)]
+				if !ok {
+					if len(pods) == 0 {
+						t.Fatalf("%s: ReplicaSet %s has no template and no pods", f.name, c.GetName())
+					}
+					tmpl = catTemplateFromPod(pods[0], common, sched)
+				}
+				tmpl = runtimeDeepCopy(tmpl)
+				if h, ok := c.GetLabels()["pod-template-hash"]; ok {
+					_ = unstructured.SetNestedField(tmpl, h, "metadata", "labels", "pod-template-hash")
+				}
+				_ = unstructured.SetNestedMap(c.Object, tmpl, "spec", "template")
+			}
+			replicaSets = append(replicaSets, c.GetName())
+		case schema.GroupKind{Group: "apps", Kind: "StatefulSet"}:
+			pods := ownedPods[key]
+			setReplicas(c, len(pods))
+			common := catCommonLabels(pods)
+			if _, found, _ := unstructured.NestedMap(c.Object, "spec", "selector"); !found {
+				_ = unstructured.SetNestedMap(c.Object, map[string]any{"matchLabels": common}, "spec", "selector")
+			}
+			if _, found, _ := unstructured.NestedMap(c.Object, "spec", "template"); !found {
+				if len(pods) == 0 {
+					t.Fatalf("%s: StatefulSet %s has no template and no pods", f.name, c.GetName())
+				}
+				_ = unstructured.SetNestedMap(c.Object, catTemplateFromPod(pods[0], common, sched), "spec", "template")
+			} else {
+				_ = unstructured.SetNestedField(c.Object, sched, "spec", "template", "spec", "schedulerName")
+			}
+			// Ordinals: the pods' name suffixes must be contiguous.
+			var ords []int
+			for _, p := range pods {
+				n, err := strconv.Atoi(strings.TrimPrefix(p.GetName(), c.GetName()+"-"))
+				if err != nil || !strings.HasPrefix(p.GetName(), c.GetName()+"-") {
+					t.Fatalf("%s: pod %s of StatefulSet %s is not named <set>-<ordinal>", f.name, p.GetName(), c.GetName())
+				}
+				ords = append(ords, n)
+			}
+			sort.Ints(ords)
+			for i := range ords {
+				if ords[i] != ords[0]+i {
+					t.Fatalf("%s: StatefulSet %s pods have ordinals %v, not contiguous", f.name, c.GetName(), ords)
+				}
+			}
+			if len(ords) > 0 && ords[0] != 0 {
+				_ = unstructured.SetNestedField(c.Object, int64(ords[0]), "spec", "ordinals", "start")
+			}
+			_ = unstructured.SetNestedMap(c.Object, map[string]any{"type": "OnDelete"}, "spec", "updateStrategy")
+			statefulSets = append(statefulSets, c.GetName())
+		case schema.GroupKind{Group: "batch", Kind: "Job"}:
+			_ = unstructured.SetNestedField(c.Object, "muster.io/e2e-fixture", "spec", "managedBy")
+			unstructured.RemoveNestedField(c.Object, "spec", "selector")
+			unstructured.RemoveNestedField(c.Object, "spec", "manualSelector")
+			for _, l := range []string{"controller-uid", "batch.kubernetes.io/controller-uid", "job-name", "batch.kubernetes.io/job-name"} {
+				unstructured.RemoveNestedField(c.Object, "spec", "template", "metadata", "labels", l)
+			}
+			if cs, _, _ := unstructured.NestedSlice(c.Object, "spec", "template", "spec", "containers"); len(cs) == 0 {
+				pods := ownedPods[key]
+				if len(pods) == 0 {
+					t.Fatalf("%s: Job %s has no template and no pods", f.name, c.GetName())
+				}
+				tmpl := catTemplateFromPod(pods[0], nil, sched)
+				_ = unstructured.SetNestedMap(c.Object, tmpl["spec"].(map[string]any), "spec", "template", "spec")
+			}
+		case schema.GroupKind{Group: "leaderworkerset.x-k8s.io", Kind: "LeaderWorkerSet"}:
+			// children.yaml abbreviates an LWS an operator wrote (NIM,
+			// KServe): its templates are what its pods show. The leader
+			// StatefulSet is owned by the LWS, the leader pods by that,
+			// the worker StatefulSets by a leader pod.
+			if _, found, _ := unstructured.NestedMap(c.Object, "spec", "leaderWorkerTemplate", "workerTemplate"); !found {
+				var leaders, workers []*unstructured.Unstructured
+				for _, sts := range ownedObjs[key] {
+					for _, l := range ownedPods[catKey(sts)] {
+						leaders = append(leaders, l)
+						for _, wsts := range ownedObjs[catKey(l)] {
+							workers = append(workers, ownedPods[catKey(wsts)]...)
+						}
+					}
+				}
+				if len(leaders) == 0 {
+					t.Fatalf("%s: LeaderWorkerSet %s has no workerTemplate and no leader pods", f.name, c.GetName())
+				}
+				_ = unstructured.SetNestedMap(c.Object, catTemplateFromPod(leaders[0], nil, sched), "spec", "leaderWorkerTemplate", "leaderTemplate")
+				wt := leaders[0]
+				if len(workers) > 0 {
+					wt = workers[0]
+				}
+				_ = unstructured.SetNestedMap(c.Object, catTemplateFromPod(wt, nil, sched), "spec", "leaderWorkerTemplate", "workerTemplate")
+			}
+		case schema.GroupKind{Group: "batch", Kind: "CronJob"}:
+			_ = unstructured.SetNestedField(c.Object, true, "spec", "suspend")
+		}
+		res, err := controlPlane.RESTMapping(c.GroupVersionKind())
+		if err != nil {
+			return false, err
+		}
+		var ri dynamic.ResourceInterface = client.Resource(res.Resource)
+		if res.Scope.Name() == "namespace" {
+			ri = client.Resource(res.Resource).Namespace(ns)
+		}
+		created, err := ri.Create(ctx, c, metav1.CreateOptions{})
+		if err != nil {
+			return false, fmt.Errorf("%s: creating %s: %w", f.name, key, err)
+		}
+		if o.GetUID() != "" {
+			uids[o.GetUID()] = created.GetUID()
+		}
+		out.byKey[key] = created
+		return true, nil
+	}
+	if ok, err := create(f.root); err != nil || !ok {
+		t.Fatalf("%s: creating the root: created=%v err=%v", f.name, ok, err)
+	}
+	out.root = out.byKey[catKey(f.root)]
+	pending := append(append([]*unstructured.Unstructured{}, f.children...), f.pods...)
+	for len(pending) > 0 {
+		var left []*unstructured.Unstructured
+		for _, o := range pending {
+			ok, err := create(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				left = append(left, o)
+			}
+		}
+		if len(left) == len(pending) {
+			var names []string
+			for _, o := range left {
+				names = append(names, catKey(o))
+			}
+			t.Fatalf("%s: owners of %v are in no fixture file", f.name, names)
+		}
+		pending = left
+	}
+
+	// Step 4: every controller has counted the fixture pods.
+	apps := controlPlane.Client.AppsV1()
+	for _, name := range replicaSets {
+		catWaitCounted(t, "ReplicaSet "+name, func(ctx context.Context) (int64, int32, int32, int32, error) {
+			rs, err := apps.ReplicaSets(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return 0, 0, 0, 0, err
+			}
+			return rs.Generation - rs.Status.ObservedGeneration, *rs.Spec.Replicas, rs.Status.Replicas, rs.Status.FullyLabeledReplicas, nil
+		})
+	}
+	for _, name := range statefulSets {
+		catWaitCounted(t, "StatefulSet "+name, func(ctx context.Context) (int64, int32, int32, int32, error) {
+			s, err := apps.StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return 0, 0, 0, 0, err
+			}
+			return s.Generation - s.Status.ObservedGeneration, *s.Spec.Replicas, s.Status.Replicas, s.Status.Replicas, nil
+		})
+	}
+	for _, name := range deployments {
+		patch := []byte(`{"spec":{"paused":false}}`)
+		d, err := apps.Deployments(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gen := d.Generation
+		catWaitCounted(t, "Deployment "+name, func(ctx context.Context) (int64, int32, int32, int32, error) {
+			d, err := apps.Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return 0, 0, 0, 0, err
+			}
+			return gen - d.Status.ObservedGeneration, *d.Spec.Replicas, d.Status.Replicas, d.Status.UpdatedReplicas, nil
+		})
+	}
+	removeFence()
+	catAssertExactPods(t, ns, f, len(replicaSets))
+	return out
+}
+
+// catWaitCounted waits until a controller has observed the object's
+// generation and reports status replicas (and the second count: fully
+// labelled, updated) equal to spec.replicas.
+func catWaitCounted(t testing.TB, what string, get func(context.Context) (genLag int64, spec, status, other int32, err error)) {
+	t.Helper()
+	err := harness.WaitFor(context.Background(), time.Minute, what+" counted the fixture pods", func(ctx context.Context) (bool, string, error) {
+		lag, spec, status, other, err := get(ctx)
+		if err != nil {
+			return false, "", err
+		}
+		return lag <= 0 && status == spec && other == spec, fmt.Sprintf("generation lag %d, spec %d, status %d/%d", lag, spec, status, other), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// catAssertExactPods checks that ns holds exactly the fixture's pods (no
+// controller made one of its own) and that the Deployments made no
+// ReplicaSet beside the fixture's.
+func catAssertExactPods(t testing.TB, ns string, f *catFixture, replicaSets int) {
+	t.Helper()
+	ctx := context.Background()
+	pods, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, want []string
+	for _, p := range pods.Items {
+		got = append(got, p.Name)
+		if p.DeletionTimestamp != nil {
+			t.Errorf("%s: pod %s is being deleted by a controller", f.name, p.Name)
+		}
+	}
+	for _, p := range f.pods {
+		want = append(want, p.GetName())
+	}
+	sort.Strings(got)
+	sort.Strings(want)
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("%s: pods in %s = %v, want exactly the fixture's %v", f.name, ns, got, want)
+	}
+	rsl, err := controlPlane.Client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rsl.Items) != replicaSets {
+		var names []string
+		for _, rs := range rsl.Items {
+			names = append(names, rs.Name)
+		}
+		t.Errorf("%s: ReplicaSets %v, want only the fixture's %d", f.name, names, replicaSets)
+	}
+}
+
+// catExpectedPodGroupName states the pod-grouper's naming rule for a gang
+// of a fixture: "<workload>" for a whole-workload gang that is its
+// definition's only gang (or named after the root component), otherwise
+// "<workload>-<gang>[-<key>...]".
+func catExpectedPodGroupName(t testing.TB, defName, workload, gang string, keys []string) string {
+	t.Helper()
+	kartas, err := catalog.Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k *definition.Karta
+	for _, c := range kartas {
+		if c.Name == defName {
+			k = c
+		}
+	}
+	if k == nil {
+		t.Fatalf("no catalog definition %s", defName)
+	}
+	gangs := 0
+	if oi := k.Spec.OptimizationInstructions; oi != nil && oi.GangScheduling != nil {
+		gangs = len(oi.GangScheduling.PodGroups)
+		if oi.GangScheduling.PodGroup != nil {
+			gangs++
+		}
+	}
+	if len(keys) == 0 && (gangs == 1 || gang == k.Spec.StructureDefinition.RootComponent.Name) {
+		return workload
+	}
+	return strings.Join(append([]string{workload, gang}, keys...), "-")
+}
+
+// catCheckFixture runs the pod-grouper fixture check and then checks every
+// PodGroup's name against the naming rule.
+func catCheckFixture(t *testing.T, f *catFixture, ns string) {
+	t.Helper()
+	pgrCheckFixture(t, ns, f.name, f.root.GetName(), f.want)
+	ctx := context.Background()
+	list, err := podGroups(t).SchedulingV1alpha1().PodGroups(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, pg := range list.Items {
+		have[pg.Name] = true
+	}
+	gangsWithPods := map[string]bool{}
+	for _, p := range f.want.Pods {
+		gangsWithPods[p.Gang] = true
+	}
+	var want []string
+	for _, g := range f.want.Gangs {
+		if !gangsWithPods[strings.Join(append([]string{g.Definition}, g.Keys...), "/")] {
+			continue
+		}
+		name := catExpectedPodGroupName(t, f.name, f.root.GetName(), g.Definition, g.Keys)
+		want = append(want, name)
+		if !have[name] {
+			t.Errorf("%s: no PodGroup %s for gang %s %v", f.name, name, g.Definition, g.Keys)
+		}
+	}
+	if len(list.Items) != len(want) {
+		t.Errorf("%s: %d PodGroups, want %v", f.name, len(list.Items), want)
+	}
+}
