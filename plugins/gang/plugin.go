@@ -87,9 +87,10 @@ type Plugin struct {
 	createdMu sync.RWMutex
 	created   map[types.NamespacedName]time.Time
 
-	// waiting remembers the PreEnqueue reason last reported per pod, so an
-	// event is recorded only when it changes.
-	waiting sync.Map // types.UID -> string
+	// waiting holds the pods PreEnqueue keeps out of the queue, with their
+	// current reason and the one last recorded as an event (noteWaiting).
+	waitMu  sync.Mutex
+	waiting map[types.UID]*waitState
 
 	status *statusUpdater
 }
@@ -165,6 +166,7 @@ func newPlugin(ctx context.Context, args *Args, h fwk.Handle, pgClient pgclients
 		pgClient:          pgClient,
 		gangs:             map[types.NamespacedName]*gangState{},
 		created:           map[types.NamespacedName]time.Time{},
+		waiting:           map[types.UID]*waitState{},
 	}
 	if r, ok := h.(preFilterRunner); ok {
 		p.runner = r
@@ -364,7 +366,7 @@ func (p *Plugin) onPodDelete(obj any) {
 	if pod.Spec.NodeName != "" {
 		p.changeSeq.Add(1)
 	}
-	p.waiting.Delete(pod.UID)
+	p.stopWaiting(pod.UID)
 	kind, key := p.classify(pod)
 	if kind != kindMember {
 		return
@@ -415,6 +417,7 @@ func (p *Plugin) onPodGroupDelete(obj any) {
 	p.mu.Lock()
 	delete(p.gangs, key)
 	p.mu.Unlock()
+	p.status.forget(key)
 }
 
 // recordEvent records an event on a PodGroup. The recorder resolves the kind

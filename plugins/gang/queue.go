@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/util"
+	"k8s.io/utils/clock"
 
 	"github.com/muster-io/muster/definition"
 )
@@ -100,13 +101,14 @@ const (
 //
 // The framework (1.37) keeps the returned reason only in a V(4) log line and
 // the unschedulable-reason metric; it writes no pod condition for a gated
-// pod. To make the wait visible the plugin records an event on the pod
-// whenever the reason changes.
+// pod. To make a wait visible the plugin records an event on the pod once
+// the pod has waited waitEventDelay (noteWaiting).
 func (p *Plugin) PreEnqueue(_ context.Context, pod *v1.Pod) *fwk.Status {
 	kind, key := p.classify(pod)
 	var reason string
 	switch kind {
 	case kindNative, kindFree:
+		p.stopWaiting(pod.UID)
 		return nil
 	case kindUnlabelled:
 		reason = reasonWaitGrouper
@@ -114,7 +116,7 @@ func (p *Plugin) PreEnqueue(_ context.Context, pod *v1.Pod) *fwk.Status {
 		reason = p.gangReadiness(key)
 	}
 	if reason == "" {
-		p.waiting.Delete(pod.UID)
+		p.stopWaiting(pod.UID)
 		return nil
 	}
 	p.noteWaiting(pod, reason)
@@ -136,14 +138,79 @@ func (p *Plugin) gangReadiness(key types.NamespacedName) string {
 	return ""
 }
 
+// waitEventDelay is how long a pod waits in PreEnqueue before its reason
+// is recorded as an event. A gang normally forms within milliseconds (its
+// members are created one after the other, each changing the others'
+// "k of n" reason); an event per member and change would cost several API
+// writes per pod exactly when the API server is busiest creating the pods.
+// A wait that lasts is still visible, with its current reason, after this
+// delay, and again within this delay of each later change.
+const waitEventDelay = 2 * time.Second
+
+// waitState is one pod's wait in PreEnqueue. Guarded by Plugin.waitMu.
+type waitState struct {
+	pod      *v1.Pod
+	reason   string // the current reason
+	recorded string // the reason last recorded as an event
+	// timer records the current reason when it fires; nil when none is
+	// pending. At most one is pending per pod, so a pod whose reason keeps
+	// changing writes at most one event per waitEventDelay.
+	timer clock.Timer
+}
+
+// noteWaiting remembers why pod waits and schedules the event that shows
+// it, unless the pod stops waiting first (stopWaiting).
 func (p *Plugin) noteWaiting(pod *v1.Pod, reason string) {
-	if prev, ok := p.waiting.Load(pod.UID); ok && prev == reason {
+	p.waitMu.Lock()
+	defer p.waitMu.Unlock()
+	w := p.waiting[pod.UID]
+	if w == nil {
+		w = &waitState{}
+		p.waiting[pod.UID] = w
+	}
+	w.pod, w.reason = pod, reason
+	if w.timer == nil && reason != w.recorded {
+		// The callback starts a goroutine: a fake clock runs AfterFunc
+		// callbacks under its own lock, and stopWaiting stops timers while
+		// holding waitMu.
+		w.timer = p.clock.AfterFunc(waitEventDelay, func() { go p.recordWaiting(pod.UID, w) })
+	}
+}
+
+// recordWaiting records w's current reason as an event if the pod still
+// waits (w is still its wait) and the reason was not recorded yet.
+func (p *Plugin) recordWaiting(uid types.UID, w *waitState) {
+	p.waitMu.Lock()
+	if p.waiting[uid] != w {
+		p.waitMu.Unlock()
 		return
 	}
-	p.waiting.Store(pod.UID, reason)
+	w.timer = nil
+	pod, reason := w.pod, w.reason
+	if reason == w.recorded {
+		p.waitMu.Unlock()
+		return
+	}
+	w.recorded = reason
+	p.waitMu.Unlock()
 	if r := p.h.EventRecorder(); r != nil {
 		r.Eventf(pod, nil, v1.EventTypeNormal, "GangWaiting", "Scheduling", "%s", reason)
 	}
+}
+
+// stopWaiting forgets the pod's wait (it passed PreEnqueue or is gone) and
+// cancels its pending event.
+func (p *Plugin) stopWaiting(uid types.UID) {
+	p.waitMu.Lock()
+	defer p.waitMu.Unlock()
+	w := p.waiting[uid]
+	if w == nil {
+		return
+	}
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	delete(p.waiting, uid)
 }
 
 // EventsToRegister lists the events that may let a member in or give a

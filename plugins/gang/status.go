@@ -2,6 +2,7 @@ package gang
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -15,14 +16,27 @@ import (
 
 // statusUpdater keeps PodGroup status (phase, running, scheduleStartTime)
 // current from the scheduler side. Writes are asynchronous, coalesced per
-// PodGroup, rate-limited, and made only when something changed.
+// PodGroup, at most one per PodGroup per statusMinInterval, and made only
+// when something changed.
 type statusUpdater struct {
 	p     *Plugin
 	queue workqueue.TypedRateLimitingInterface[types.NamespacedName]
+
+	mu sync.Mutex
+	// lastWrite is when each PodGroup's status was last written.
+	lastWrite map[types.NamespacedName]time.Time
 }
 
-// statusDelay coalesces bursts (a gang binding member after member).
-const statusDelay = 200 * time.Millisecond
+// statusDelay coalesces bursts: a gang's members are created, planned,
+// bound and started within about a second when capacity is there, and each
+// step enqueues the PodGroup. One write at the end of such a burst tells a
+// reader as much as one per step, and every write is an etcd transaction
+// competing with the pod creates and binds of the same moment.
+const statusDelay = time.Second
+
+// statusMinInterval is the least time between two status writes of one
+// PodGroup; a change within it is written when it has passed.
+const statusMinInterval = time.Second
 
 func newStatusUpdater(p *Plugin) *statusUpdater {
 	return &statusUpdater{
@@ -31,7 +45,32 @@ func newStatusUpdater(p *Plugin) *statusUpdater {
 			workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
 			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "muster-gang-status"},
 		),
+		lastWrite: map[types.NamespacedName]time.Time{},
 	}
+}
+
+// holdOff is how long a write of key must still wait at now to keep
+// statusMinInterval since the last one (0: it may go now).
+func (s *statusUpdater) holdOff(key types.NamespacedName, now time.Time) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last, ok := s.lastWrite[key]
+	if !ok {
+		return 0
+	}
+	return max(0, statusMinInterval-now.Sub(last))
+}
+
+func (s *statusUpdater) wrote(key types.NamespacedName, at time.Time) {
+	s.mu.Lock()
+	s.lastWrite[key] = at
+	s.mu.Unlock()
+}
+
+func (s *statusUpdater) forget(key types.NamespacedName) {
+	s.mu.Lock()
+	delete(s.lastWrite, key)
+	s.mu.Unlock()
 }
 
 func (s *statusUpdater) enqueue(key types.NamespacedName) {
@@ -107,17 +146,28 @@ func (s *statusUpdater) sync(ctx context.Context, key types.NamespacedName) erro
 	}
 	pg := p.podGroup(key)
 	if pg == nil {
+		s.forget(key)
 		return nil
 	}
-	st := p.desiredStatus(pg, key, p.clock.Now())
+	now := p.clock.Now()
+	st := p.desiredStatus(pg, key, now)
 	if st.Phase == pg.Status.Phase && st.Running == pg.Status.Running && st.ScheduleStartTime.Equal(&pg.Status.ScheduleStartTime) {
+		return nil
+	}
+	if wait := s.holdOff(key, now); wait > 0 {
+		// Written recently: write what holds then, not every step between.
+		s.queue.AddAfter(key, wait)
 		return nil
 	}
 	upd := pg.DeepCopy()
 	upd.Status = st
 	_, err := p.pgClient.SchedulingV1alpha1().PodGroups(pg.Namespace).UpdateStatus(ctx, upd, metav1.UpdateOptions{})
 	if apierrors.IsNotFound(err) {
+		s.forget(key)
 		return nil
+	}
+	if err == nil {
+		s.wrote(key, now)
 	}
 	return err
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -25,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	configv1 "k8s.io/kube-scheduler/config/v1"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
@@ -138,7 +140,10 @@ func benchSchedulerConfig(tb testing.TB, schedulerName string) *configv1.KubeSch
 // startBenchScheduler starts a fresh scheduler for one run of variant under
 // schedulerName. observed records muster's barrier releases in barrierLog
 // (contention checks the gang rule with them).
-func startBenchScheduler(ctx context.Context, tb testing.TB, variant, schedulerName string, observed bool) (stop func(), err error) {
+// writes, when not nil, counts the scheduler's API write requests (its
+// own client, the event sink and the plugin's PodGroup client all derive
+// from the one rest config).
+func startBenchScheduler(ctx context.Context, tb testing.TB, variant, schedulerName string, observed bool, writes *writeCounter) (stop func(), err error) {
 	opts := harness.SchedulerOptions{Config: harness.DefaultProfile(schedulerName)}
 	if variant == variantMuster {
 		factory := gang.New
@@ -147,7 +152,108 @@ func startBenchScheduler(ctx context.Context, tb testing.TB, variant, schedulerN
 		}
 		opts = harness.SchedulerOptions{Config: benchSchedulerConfig(tb, schedulerName), OutOfTreeRegistry: frameworkruntime.Registry{gang.Name: factory}}
 	}
+	if writes != nil {
+		cfg := rest.CopyConfig(controlPlane.RestConfig)
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{next: rt, c: writes} })
+		opts.RestConfig = cfg
+	}
 	return harness.StartScheduler(ctx, controlPlane, opts)
+}
+
+// writeCounter counts API write requests (POST, PUT, PATCH, DELETE) by
+// "VERB resource[/subresource]" while on. It answers where a variant's API
+// server time goes: every write costs an etcd transaction that competes
+// with the pod creates being measured.
+type writeCounter struct {
+	mu     sync.Mutex
+	on     bool
+	counts map[string]int
+}
+
+func newWriteCounter() *writeCounter { return &writeCounter{counts: map[string]int{}} }
+
+func (w *writeCounter) start() {
+	w.mu.Lock()
+	w.on = true
+	w.counts = map[string]int{}
+	w.mu.Unlock()
+}
+
+// stop ends counting and returns the counts and their total.
+func (w *writeCounter) stop() (map[string]int, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.on = false
+	total := 0
+	for _, n := range w.counts {
+		total += n
+	}
+	return w.counts, total
+}
+
+func (w *writeCounter) add(req *http.Request) {
+	switch req.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+	default:
+		return
+	}
+	key := req.Method + " " + resourceOfPath(req.URL.Path)
+	w.mu.Lock()
+	if w.on {
+		w.counts[key]++
+	}
+	w.mu.Unlock()
+}
+
+// resourceOfPath turns /api/v1/namespaces/ns/pods/p/binding into
+// "pods/binding" and /apis/g/v/namespaces/ns/podgroups/x/status into
+// "podgroups/status" (group left out: the names do not clash here).
+func resourceOfPath(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(parts) > 0 && parts[0] == "api":
+		parts = parts[min(2, len(parts)):]
+	case len(parts) > 0 && parts[0] == "apis":
+		parts = parts[min(3, len(parts)):]
+	}
+	if len(parts) >= 2 && parts[0] == "namespaces" {
+		parts = parts[2:]
+	}
+	switch len(parts) {
+	case 0:
+		return "?"
+	case 1, 2:
+		return parts[0]
+	default:
+		return parts[0] + "/" + parts[2]
+	}
+}
+
+type countingTransport struct {
+	next http.RoundTripper
+	c    *writeCounter
+}
+
+func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.c.add(req)
+	return t.next.RoundTrip(req)
+}
+
+// formatWrites lists counts as "VERB resource=n" sorted by key.
+func formatWrites(counts map[string]int) string {
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s=%d", k, counts[k])
+	}
+	return b.String()
 }
 
 // createBenchNodes creates the pool's GPU nodes with 16 concurrent clients.
@@ -395,6 +501,10 @@ type throughputRun struct {
 	Elapsed  time.Duration // first create → last pod bound
 	Creating time.Duration // first create → last create returned
 	Curve    []benchreport.Point
+	// Writes counts the scheduler's API writes from the first create to the
+	// last bind, by "VERB resource"; WritesTotal sums them.
+	Writes      map[string]int
+	WritesTotal int
 }
 
 func (r throughputRun) podsPerSec() float64  { return float64(r.Pods) / r.Elapsed.Seconds() }
@@ -416,7 +526,8 @@ func runThroughput(ctx context.Context, tb testing.TB, s benchSizes, variant str
 		return res, err
 	}
 	sched := "bench-" + variant + "-" + ns
-	stop, err := startBenchScheduler(ctx, tb, variant, sched, false)
+	writes := newWriteCounter()
+	stop, err := startBenchScheduler(ctx, tb, variant, sched, false, writes)
 	if err != nil {
 		return res, err
 	}
@@ -427,6 +538,7 @@ func runThroughput(ctx context.Context, tb testing.TB, s benchSizes, variant str
 	}
 	defer tr.stop()
 
+	writes.start()
 	start := time.Now()
 	if err := createGangPodsConcurrently(ctx, s, variant, sched, ns, gangs); err != nil {
 		return res, err
@@ -436,6 +548,9 @@ func runThroughput(ctx context.Context, tb testing.TB, s benchSizes, variant str
 		b, _ := tr.counts()
 		return res, fmt.Errorf("%s: %d of %d pods bound after %s", variant, b, s.pods(), s.Timeout)
 	}
+	// The scheduler's writes while the pods were created and bound (the
+	// benchmark's own creates are not counted).
+	res.Writes, res.WritesTotal = writes.stop()
 	tr.mu.Lock()
 	times := append([]time.Time(nil), tr.boundTimes...)
 	tr.mu.Unlock()
@@ -497,10 +612,12 @@ func runThroughputScenario(ctx context.Context, tb testing.TB, s benchSizes, var
 			}
 			tb.Logf("throughput %-7s rep %d: %d pods in %s (%.0f pods/s, %.1f gangs/s; creates took %s)", v, r, run.Pods,
 				run.Elapsed.Round(time.Millisecond), run.podsPerSec(), run.gangsPerSec(), run.Creating.Round(time.Millisecond))
+			tb.Logf("throughput %-7s rep %d: scheduler API writes %d (%.2f per pod): %s", v, r, run.WritesTotal,
+				float64(run.WritesTotal)/float64(run.Pods), formatWrites(run.Writes))
 			rep.Runs = append(rep.Runs, run)
 		}
 	}
-	rows := [][]string{{"variant", "rep", "pods", "gangs", "elapsed_s", "creating_s", "pods_per_s", "gangs_per_s"}}
+	rows := [][]string{{"variant", "rep", "pods", "gangs", "elapsed_s", "creating_s", "pods_per_s", "gangs_per_s", "scheduler_writes"}}
 	chart := benchreport.Chart{
 		Title:  fmt.Sprintf("Scenario 1: pods bound over time (%d nodes x %d GPUs, %d gangs of %d; median run)", s.Nodes, s.GPUsPerNode, s.Gangs, s.GangSize),
 		XLabel: "seconds since first create", YLabel: "pods bound",
@@ -515,7 +632,7 @@ func runThroughputScenario(ctx context.Context, tb testing.TB, s benchSizes, var
 			runs = append(runs, run)
 			rates = append(rates, run.podsPerSec())
 			rows = append(rows, []string{v, strconv.Itoa(run.Rep), strconv.Itoa(run.Pods), strconv.Itoa(run.Gangs),
-				f3(run.Elapsed.Seconds()), f3(run.Creating.Seconds()), f3(run.podsPerSec()), f3(run.gangsPerSec())})
+				f3(run.Elapsed.Seconds()), f3(run.Creating.Seconds()), f3(run.podsPerSec()), f3(run.gangsPerSec()), strconv.Itoa(run.WritesTotal)})
 		}
 		rep.MedianPods[v] = median(rates)
 		sort.Slice(runs, func(i, j int) bool { return runs[i].podsPerSec() < runs[j].podsPerSec() })
@@ -593,7 +710,7 @@ func runContention(ctx context.Context, tb testing.TB, s benchSizes, variant str
 		return res, err
 	}
 	sched := "bench-" + variant + "-" + ns
-	stop, err := startBenchScheduler(ctx, tb, variant, sched, true)
+	stop, err := startBenchScheduler(ctx, tb, variant, sched, true, nil)
 	if err != nil {
 		return res, err
 	}

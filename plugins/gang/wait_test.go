@@ -1,0 +1,120 @@
+package gang
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+)
+
+// nextEvent returns the next recorded event. The recorder is fed from a
+// goroutine the plugin's timer starts, hence the channel wait; the timeout
+// only turns a missing event into a failure instead of a hang.
+func nextEvent(t *testing.T, r *events.FakeRecorder) string {
+	t.Helper()
+	select {
+	case ev := <-r.Events:
+		return ev
+	case <-time.After(30 * time.Second):
+		t.Fatal("no event recorded")
+		return ""
+	}
+}
+
+// pendingWait reports whether the plugin tracks a wait for uid and whether
+// an event for it is scheduled.
+func pendingWait(p *Plugin, uid types.UID) (tracked, timer bool) {
+	p.waitMu.Lock()
+	defer p.waitMu.Unlock()
+	w := p.waiting[uid]
+	return w != nil, w != nil && w.timer != nil
+}
+
+// The wait reason is shown on the pod once the wait has lasted
+// waitEventDelay, with the reason current at that moment; a gang that forms
+// quicker writes no event at all.
+func TestWaitReasonEventOnlyForWaitsThatLast(t *testing.T) {
+	slow := members("slow", 3, 1)
+	quick := members("quick", 2, 1)
+	e := newBarrierEnv(t, []*v1.Node{gpuNode("n1", 8)},
+		[]*schedv1alpha1.PodGroup{podGroup("slow", 3), podGroup("quick", 2)},
+		[]*v1.Pod{slow[0], quick[0]})
+	drain(e.recorder)
+	ctx := context.Background()
+	add := func(p *v1.Pod) {
+		t.Helper()
+		if err := e.pl.podIndexer.Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A gang formed within the delay: its members wait, then pass, and no
+	// event is left pending.
+	if st := e.pl.PreEnqueue(ctx, quick[0]); st.IsSuccess() {
+		t.Fatal("quick-a passed PreEnqueue with 1 of 2 members")
+	}
+	add(quick[1])
+	for _, p := range quick {
+		if st := e.pl.PreEnqueue(ctx, p); !st.IsSuccess() {
+			t.Fatalf("%s: PreEnqueue %v with the whole gang present", p.Name, st)
+		}
+		if tracked, _ := pendingWait(e.pl, p.UID); tracked {
+			t.Errorf("%s: wait still tracked after passing PreEnqueue", p.Name)
+		}
+	}
+
+	// A gang whose members trickle in: no event while the wait is young.
+	if st := e.pl.PreEnqueue(ctx, slow[0]); st.IsSuccess() {
+		t.Fatal("slow-a passed PreEnqueue with 1 of 3 members")
+	}
+	if got := drain(e.recorder); len(got) != 0 {
+		t.Fatalf("events %q right after the wait began, want none", got)
+	}
+	e.clk.Step(waitEventDelay / 2)
+	add(slow[1])
+	if st := e.pl.PreEnqueue(ctx, slow[0]); st.IsSuccess() {
+		t.Fatal("slow-a passed PreEnqueue with 2 of 3 members")
+	}
+	// The delay counts from the start of the wait; the event carries the
+	// reason current when it is recorded.
+	e.clk.Step(waitEventDelay / 2)
+	ev := nextEvent(t, e.recorder)
+	if !strings.Contains(ev, "GangWaiting") || !strings.Contains(ev, "waiting for members of gang ns/slow: 2 of 3 (minMember) exist") {
+		t.Errorf("event %q, want GangWaiting with the current reason (2 of 3)", ev)
+	}
+	// The quick gang's members recorded nothing (their timers were stopped).
+	for _, got := range drain(e.recorder) {
+		if strings.Contains(got, "quick") {
+			t.Errorf("event %q for a gang that formed within the delay", got)
+		}
+	}
+
+	// The same reason again schedules nothing; a new reason is shown after
+	// the delay.
+	e.pl.PreEnqueue(ctx, slow[0])
+	if _, timer := pendingWait(e.pl, slow[0].UID); timer {
+		t.Error("an event is scheduled for a reason already recorded")
+	}
+	if st := e.pl.PreEnqueue(ctx, slow[1]); st.IsSuccess() {
+		t.Fatal("slow-b passed PreEnqueue with 2 of 3 members")
+	}
+	e.clk.Step(waitEventDelay)
+	if ev := nextEvent(t, e.recorder); !strings.Contains(ev, "2 of 3") || !strings.Contains(ev, "GangWaiting") {
+		t.Errorf("slow-b: event %q, want its wait reason", ev)
+	}
+
+	// A deleted pod's pending event is cancelled.
+	unlabelled := gpuPod("u", 1)
+	if st := e.pl.PreEnqueue(ctx, unlabelled); st.IsSuccess() {
+		t.Fatal("an unlabelled pod passed PreEnqueue with the pod-grouper required")
+	}
+	e.pl.onPodDelete(unlabelled)
+	if tracked, _ := pendingWait(e.pl, unlabelled.UID); tracked {
+		t.Error("a deleted pod's wait is still tracked")
+	}
+}
