@@ -117,7 +117,7 @@ func TestCatalogJobSetFullStack(t *testing.T) {
 	})
 	t.Logf("operator, pod-grouper, scheduler and pools up in %s", time.Since(begin).Round(time.Millisecond))
 
-	watchers := map[string]*pgBindWatcher{}
+	watchers := map[string]*partialWatcher{}
 	jobsets := map[string]*unstructured.Unstructured{}
 	for _, ns := range []string{fits, short} {
 		watchers[ns] = watchPodGroupBinding(t, ns, map[string]int{"train": 3})
@@ -159,7 +159,7 @@ func TestCatalogJobSetFullStack(t *testing.T) {
 	want := []string{"gang " + short + "/train", "needs 12 nvidia.com/gpu", "best placement fits 2 of 3 members"}
 	catWaitPodGroupEvent(t, short, "train", "GangUnschedulable", want)
 	catWaitMembersUnschedulable(t, short, sel, 3, want)
-	if bound, err := pgBoundPods(ctx, short); err != nil || len(bound["train"]) != 0 {
+	if bound, err := boundPods(ctx, short, definition.LabelPodGroup); err != nil || len(bound["train"]) != 0 {
 		t.Errorf("with room for 8 GPUs: %d members bound (err %v), want 0", len(bound["train"]), err)
 	}
 	for _, ns := range []string{fits, short} {

@@ -289,7 +289,11 @@ type gangWatch struct {
 
 // partialWatcher samples bindings every 100ms and checks the rule above.
 type partialWatcher struct {
-	ns      string
+	ns string
+	// label names the pod label that says which gang a pod is in.
+	label string
+	// strict reports pods bound in a gang the test does not list.
+	strict  bool
 	gangs   map[string]gangWatch
 	stop    chan struct{}
 	done    chan struct{}
@@ -317,8 +321,24 @@ func watchPartial(t testing.TB, ns string, minMember map[string]int) *partialWat
 // watchGangs starts the sampler; its check runs in t's cleanup even when the
 // test fails early, so the end state is always checked.
 func watchGangs(t testing.TB, ns string, gangs map[string]gangWatch) *partialWatcher {
-	w := &partialWatcher{ns: ns, gangs: gangs, stop: make(chan struct{}), done: make(chan struct{}),
-		retired: map[string]bool{}, partialSince: map[string]time.Time{}}
+	return startWatcher(t, &partialWatcher{ns: ns, label: "gang", gangs: gangs})
+}
+
+// watchPodGroupBinding applies the same rule to PodGroups the pod-grouper
+// made: pods are attributed to a gang by their scheduling.x-k8s.io/pod-group
+// label, and pods bound in a PodGroup the test does not list are a failure.
+func watchPodGroupBinding(t testing.TB, ns string, minMember map[string]int) *partialWatcher {
+	gangs := map[string]gangWatch{}
+	for g, n := range minMember {
+		gangs[g] = gangWatch{min: n}
+	}
+	return startWatcher(t, &partialWatcher{ns: ns, label: definition.LabelPodGroup, strict: true, gangs: gangs})
+}
+
+// startWatcher samples w every 100 ms until its check runs.
+func startWatcher(t testing.TB, w *partialWatcher) *partialWatcher {
+	w.stop, w.done = make(chan struct{}), make(chan struct{})
+	w.retired, w.partialSince = map[string]bool{}, map[string]time.Time{}
 	go func() {
 		defer close(w.done)
 		tick := time.NewTicker(100 * time.Millisecond)
@@ -336,15 +356,15 @@ func watchGangs(t testing.TB, ns string, gangs map[string]gangWatch) *partialWat
 	return w
 }
 
-// boundPods lists the live bound pods' UIDs per gang label.
-func boundPods(ctx context.Context, ns string) (map[string][]types.UID, error) {
+// boundPods lists the live bound pods' UIDs per value of the gang label.
+func boundPods(ctx context.Context, ns, label string) (map[string][]types.UID, error) {
 	pods, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
 	out := map[string][]types.UID{}
 	for _, p := range pods.Items {
-		if g := p.Labels["gang"]; g != "" && p.DeletionTimestamp == nil && p.Spec.NodeName != "" {
+		if g := p.Labels[label]; g != "" && p.DeletionTimestamp == nil && p.Spec.NodeName != "" {
 			out[g] = append(out[g], p.UID)
 		}
 	}
@@ -352,7 +372,7 @@ func boundPods(ctx context.Context, ns string) (map[string][]types.UID, error) {
 }
 
 func (w *partialWatcher) sample(ctx context.Context) {
-	bound, err := boundPods(ctx, w.ns)
+	bound, err := boundPods(ctx, w.ns, w.label)
 	if err != nil {
 		return
 	}
@@ -360,6 +380,16 @@ func (w *partialWatcher) sample(ctx context.Context) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.samples++
+	if w.strict {
+		for g := range bound {
+			if _, ok := w.gangs[g]; !ok {
+				w.failures = append(w.failures, fmt.Sprintf("pods bound in gang %s, which the test does not expect", g))
+				// Report it once, then leave it out of the rule.
+				w.gangs[g] = gangWatch{min: len(bound[g])}
+				w.retired[g] = true
+			}
+		}
+	}
 	for g, spec := range w.gangs {
 		if w.retired[g] {
 			continue
@@ -409,7 +439,7 @@ func (w *partialWatcher) check(t testing.TB) {
 		var last string
 		err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, settleWindow, true, func(ctx context.Context) (bool, error) {
 			w.sample(ctx)
-			bound, err := boundPods(ctx, w.ns)
+			bound, err := boundPods(ctx, w.ns, w.label)
 			if err != nil {
 				return false, nil
 			}
