@@ -32,7 +32,6 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/muster-io/muster/catalog"
 	"github.com/muster-io/muster/cmd/muster-podgrouper/app"
@@ -858,35 +857,16 @@ func TestPodGrouperCatalogFixtures(t *testing.T) {
 	var replayed, excluded []string
 	for _, dir := range dirs {
 		name := filepath.Base(dir)
-		object, err := pgrReadDocs(filepath.Join(dir, "object.yaml"))
-		if err != nil || len(object) != 1 {
-			t.Fatalf("%s/object.yaml: %d objects, err %v", name, len(object), err)
-		}
-		children, err := pgrReadDocs(filepath.Join(dir, "children.yaml"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		pods, err := pgrReadDocs(filepath.Join(dir, "pods.yaml"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if k := pgrUsesControllerKinds(append(append([]*unstructured.Unstructured{}, object...), children...)); k != "" {
+		f := catLoadFixture(t, name)
+		if k := pgrUsesControllerKinds(append([]*unstructured.Unstructured{f.root}, f.children...)); k != "" {
 			excluded = append(excluded, name+" ("+k+")")
 			continue
 		}
 		replayed = append(replayed, name)
 		t.Run(name, func(t *testing.T) {
-			data, err := os.ReadFile(filepath.Join(dir, "expected.yaml"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var want pgrFixtureExpected
-			if err := yaml.Unmarshal(data, &want); err != nil {
-				t.Fatalf("%s/expected.yaml: %v", name, err)
-			}
 			ns := testNamespace(t, "pgr-fx-"+name)
-			pgrReplayFixture(t, ns, sched, object[0], children, pods)
-			pgrCheckFixture(t, ns, name, object[0].GetName(), want)
+			pgrReplayFixture(t, ns, sched, f.root, f.children, f.pods)
+			pgrCheckFixture(t, ns, name, f.root.GetName(), f.want)
 		})
 	}
 	t.Logf("replaying %d fixtures: %v", len(replayed), replayed)

@@ -482,6 +482,18 @@ func registerWebhooks(ctx context.Context, cp *ControlPlane, op, manifest string
 		}
 		return nil
 	}
+	// toLoopback points one webhook (mutating or validating: same fields)
+	// at the operator's loopback URL and narrows pod webhooks to its pods.
+	toLoopback := func(cc *admissionv1.WebhookClientConfig, sel **metav1.LabelSelector, rules []admissionv1.RuleWithOperations) error {
+		var err error
+		if *cc, err = clientConfig(*cc); err != nil {
+			return err
+		}
+		if s := podSelector(rules); s != nil {
+			*sel = s
+		}
+		return nil
+	}
 	var names []string
 	for i, doc := range docs {
 		var meta metav1.TypeMeta
@@ -497,11 +509,8 @@ func registerWebhooks(ctx context.Context, cp *ControlPlane, op, manifest string
 			wc.Name = op + "-" + wc.Name
 			for j := range wc.Webhooks {
 				w := &wc.Webhooks[j]
-				if w.ClientConfig, err = clientConfig(w.ClientConfig); err != nil {
+				if err := toLoopback(&w.ClientConfig, &w.ObjectSelector, w.Rules); err != nil {
 					return names, err
-				}
-				if s := podSelector(w.Rules); s != nil {
-					w.ObjectSelector = s
 				}
 			}
 			deleteWebhookConfiguration(cp, wc.Name)
@@ -517,11 +526,8 @@ func registerWebhooks(ctx context.Context, cp *ControlPlane, op, manifest string
 			wc.Name = op + "-" + wc.Name
 			for j := range wc.Webhooks {
 				w := &wc.Webhooks[j]
-				if w.ClientConfig, err = clientConfig(w.ClientConfig); err != nil {
+				if err := toLoopback(&w.ClientConfig, &w.ObjectSelector, w.Rules); err != nil {
 					return names, err
-				}
-				if s := podSelector(w.Rules); s != nil {
-					w.ObjectSelector = s
 				}
 			}
 			deleteWebhookConfiguration(cp, wc.Name)
