@@ -382,12 +382,13 @@ func normalize(t *testing.T, o *unstructured.Unstructured) map[string]any {
 // are refused at render time.
 func TestHelmValues(t *testing.T) {
 	h := helmRendered(t, map[string]any{
-		"image":          map[string]any{"repository": "registry.example/muster", "tag": "v9.9.9", "pullPolicy": "Always"},
-		"replicas":       3,
-		"schedulerName":  "gang-scheduler",
-		"logFormat":      "json",
-		"timeouts":       map[string]any{"permitTimeoutSeconds": 120, "partialGangGracePeriodSeconds": 90, "backoffSeconds": 7},
-		"schedulerLease": map[string]any{"namespace": "muster-system", "name": "gang-lease"},
+		"image":           map[string]any{"repository": "registry.example/muster", "tag": "v9.9.9", "pullPolicy": "Always"},
+		"replicas":        3,
+		"schedulerName":   "gang-scheduler",
+		"logFormat":       "json",
+		"timeouts":        map[string]any{"permitTimeoutSeconds": 120, "partialGangGracePeriodSeconds": 90, "backoffSeconds": 7},
+		"schedulerLease":  map[string]any{"namespace": "muster-system", "name": "gang-lease"},
+		"schedulerClient": map[string]any{"qps": 500, "burst": 1000},
 	})
 	dep := convert[appsv1.Deployment](t, find(t, h, "Deployment", Namespace, "muster-scheduler"))
 	if *dep.Spec.Replicas != 3 {
@@ -412,7 +413,9 @@ func TestHelmValues(t *testing.T) {
 	prof := cfg["profiles"].([]any)[0].(map[string]any)
 	args := prof["pluginConfig"].([]any)[0].(map[string]any)["args"].(map[string]any)
 	le := cfg["leaderElection"].(map[string]any)
+	cc := cfg["clientConnection"].(map[string]any)
 	if prof["schedulerName"] != "gang-scheduler" || args["permitTimeoutSeconds"] != float64(120) ||
+		cc["qps"] != float64(500) || cc["burst"] != float64(1000) ||
 		args["partialGangGracePeriodSeconds"] != float64(90) || args["backoffSeconds"] != float64(7) ||
 		le["resourceName"] != "gang-lease" || le["resourceNamespace"] != "muster-system" {
 		t.Errorf("scheduler config does not follow the values: %v", cfg)
@@ -421,6 +424,9 @@ func TestHelmValues(t *testing.T) {
 
 	if _, err := Helm(chartDir, map[string]any{"logFormat": "xml"}); err == nil || !strings.Contains(err.Error(), "logFormat must be text or json") {
 		t.Errorf("logFormat=xml: err = %v, want a refusal naming logFormat", err)
+	}
+	if _, err := Helm(chartDir, map[string]any{"schedulerClient": map[string]any{"qps": 0, "burst": 10}}); err == nil || !strings.Contains(err.Error(), "schedulerClient.qps") {
+		t.Errorf("schedulerClient.qps=0: err = %v, want a refusal naming schedulerClient.qps", err)
 	}
 }
 

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/keymutex"
 	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 	pginformers "sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
 	pglisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
@@ -94,6 +95,13 @@ type Controller struct {
 	podSynced   cache.InformerSynced
 	pgLister    pglisters.PodGroupLister
 	pgSynced    cache.InformerSynced
+	// pgWritten overlays the PodGroup cache with this process's own
+	// creates and updates until the informer shows them; pgLocks
+	// serializes the writes of one PodGroup. Together they let the
+	// members of a gang, synced by several workers at once, create its
+	// PodGroup once instead of racing to create it and reading it back.
+	pgWritten cache.MutationCache
+	pgLocks   keymutex.KeyMutex
 
 	queue  workqueue.TypedRateLimitingInterface[string]
 	owners *owners
@@ -176,9 +184,20 @@ func NewController(ctx context.Context, c Clients, defs Definitions, recorder re
 
 	ctrl.pgFactory = pginformers.NewSharedInformerFactoryWithOptions(c.PodGroups, 0, pginformers.WithTransform(stripManagedFields))
 	pgInformer := ctrl.pgFactory.Scheduling().V1alpha1().PodGroups()
+	ctrl.pgWritten = cache.NewIntegerResourceVersionMutationCacheWithOptions(klog.FromContext(ctx), pgInformer.Informer().GetStore(), cache.MutationCacheOptions{
+		TTL: pgWrittenTTL, IncludeAdds: true, MaxCacheSize: 4096,
+	})
+	ctrl.pgLocks = keymutex.NewHashed(0)
 	if _, err := pgInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		UpdateFunc: ctrl.updatePodGroup,
-		DeleteFunc: ctrl.deletePodGroup,
+		AddFunc: func(obj any) { ctrl.pgWrittenSeen(obj, false) },
+		UpdateFunc: func(oldObj, newObj any) {
+			ctrl.pgWrittenSeen(newObj, false)
+			ctrl.updatePodGroup(oldObj, newObj)
+		},
+		DeleteFunc: func(obj any) {
+			ctrl.pgWrittenSeen(obj, true)
+			ctrl.deletePodGroup(obj)
+		},
 	}); err != nil {
 		return nil, fmt.Errorf("watching PodGroups: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -228,21 +229,67 @@ func podAsUnstructured(pod *corev1.Pod) (*unstructured.Unstructured, error) {
 	return u, nil
 }
 
+// pgWrittenTTL bounds how long a PodGroup this process wrote is trusted
+// over the informer cache. The informer normally shows the write within
+// milliseconds (and its events drop the entry at once); the bound only
+// matters when it never does, e.g. a PodGroup deleted right after its
+// creation.
+const pgWrittenTTL = 30 * time.Second
+
+// pgWrittenSeen tells the overlay of own writes what the informer saw.
+func (c *Controller) pgWrittenSeen(obj any, deleted bool) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	pg, ok := obj.(*schedv1alpha1.PodGroup)
+	if !ok {
+		return
+	}
+	if deleted {
+		c.pgWritten.OnDelete(pg)
+		return
+	}
+	c.pgWritten.OnAddOrUpdate(pg)
+}
+
+// cachedPodGroup reads a PodGroup from the informer cache overlaid with this
+// process's own writes. The object is shared: never modify it.
+func (c *Controller) cachedPodGroup(ns, name string) (*schedv1alpha1.PodGroup, error) {
+	obj, ok, err := c.pgWritten.GetByKey(ns + "/" + name)
+	if err != nil {
+		return nil, err
+	}
+	pg, isPG := obj.(*schedv1alpha1.PodGroup)
+	if !ok || !isPG {
+		return nil, apierrors.NewNotFound(schedv1alpha1.Resource("podgroups"), name)
+	}
+	return pg, nil
+}
+
 // ensurePodGroup creates want or updates what differs. It returns a yield
 // message when a PodGroup of that name exists and is not muster's.
+//
+// The members of one gang usually arrive together and are synced by several
+// workers at once: the per-PodGroup lock and the overlay of own writes make
+// the first create it and the others find it, without a failed create and a
+// read-back each.
 func (c *Controller) ensurePodGroup(ctx context.Context, want *schedv1alpha1.PodGroup) (string, error) {
+	key := want.Namespace + "/" + want.Name
+	c.pgLocks.LockKey(key)
+	defer func() { _ = c.pgLocks.UnlockKey(key) }()
 	client := c.pgClient.SchedulingV1alpha1().PodGroups(want.Namespace)
-	cur, err := c.pgLister.PodGroups(want.Namespace).Get(want.Name)
+	cur, err := c.cachedPodGroup(want.Namespace, want.Name)
 	if apierrors.IsNotFound(err) {
-		_, err = client.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
+		created, err := client.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
 		if err == nil {
+			c.pgWritten.Mutation(created)
 			klog.FromContext(ctx).V(2).Info("Created PodGroup", "podGroup", klog.KObj(want), "minMember", want.Spec.MinMember)
 			return "", nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
 			return "", fmt.Errorf("creating PodGroup %s/%s: %w", want.Namespace, want.Name, err)
 		}
-		// Created by another worker, or before a restart, and not yet in
+		// Created before a restart, or by someone else, and not yet in
 		// the cache: read it and fall through to the update.
 		if cur, err = client.Get(ctx, want.Name, metav1.GetOptions{}); err != nil {
 			return "", fmt.Errorf("reading PodGroup %s/%s: %w", want.Namespace, want.Name, err)
@@ -266,8 +313,9 @@ func (c *Controller) ensurePodGroup(ctx context.Context, want *schedv1alpha1.Pod
 		if upd == nil {
 			return nil
 		}
-		_, err := client.Update(ctx, upd, metav1.UpdateOptions{FieldManager: FieldManager})
+		updated, err := client.Update(ctx, upd, metav1.UpdateOptions{FieldManager: FieldManager})
 		if err == nil {
+			c.pgWritten.Mutation(updated)
 			klog.FromContext(ctx).V(2).Info("Updated PodGroup", "podGroup", klog.KObj(want), "minMember", want.Spec.MinMember)
 		}
 		return err

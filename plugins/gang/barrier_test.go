@@ -2,6 +2,8 @@ package gang
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -46,6 +48,7 @@ type barrierEnv struct {
 	pl       *Plugin
 	clk      *testingclock.FakeClock
 	recorder *events.FakeRecorder
+	act      *activator
 
 	mu       sync.Mutex
 	released [][]types.UID
@@ -57,9 +60,28 @@ type permitResult struct {
 	status *fwk.Status
 }
 
-type activator struct{}
+// activator records the pods the plugin moves back to the active queue.
+type activator struct {
+	mu    sync.Mutex
+	names map[string]bool
+}
 
-func (activator) Activate(klog.Logger, map[string]*v1.Pod) {}
+func (a *activator) Activate(_ klog.Logger, pods map[string]*v1.Pod) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, p := range pods {
+		a.names[p.Name] = true
+	}
+}
+
+// take returns the names activated since the last call, sorted.
+func (a *activator) take() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := slices.Sorted(maps.Keys(a.names))
+	a.names = map[string]bool{}
+	return out
+}
 
 func gpuNode(name string, gpus int64) *v1.Node {
 	res := v1.ResourceList{
@@ -93,12 +115,13 @@ func newBarrierEnv(t *testing.T, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup
 	cs := fake.NewClientset()
 	inf := informers.NewSharedInformerFactory(cs, 0)
 	rec := events.NewFakeRecorder(100)
+	act := &activator{names: map[string]bool{}}
 	fh, err := frameworkruntime.NewFramework(ctx, nil, nil,
 		frameworkruntime.WithClientSet(cs),
 		frameworkruntime.WithInformerFactory(inf),
 		frameworkruntime.WithSnapshotSharedLister(internalcache.NewSnapshot(nil, nodes)),
 		frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()),
-		frameworkruntime.WithPodActivator(activator{}),
+		frameworkruntime.WithPodActivator(act),
 		frameworkruntime.WithEventRecorder(rec),
 	)
 	if err != nil {
@@ -131,7 +154,7 @@ func newBarrierEnv(t *testing.T, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	e := &barrierEnv{t: t, ctx: ctx, fh: fh, pl: pl, clk: clk, recorder: rec, results: make(chan permitResult, 100)}
+	e := &barrierEnv{t: t, ctx: ctx, fh: fh, pl: pl, clk: clk, recorder: rec, act: act, results: make(chan permitResult, 100)}
 	pl.SetBarrierObserver(func(_ types.NamespacedName, uids []types.UID) {
 		e.mu.Lock()
 		e.released = append(e.released, uids)
@@ -346,6 +369,38 @@ func TestPostFilterReleasesPlannedGang(t *testing.T) {
 	}
 	if st := e.outcomes(1)[pods[0].Name]; st.Code() != fwk.Unschedulable || !strings.Contains(st.Message(), "no longer fits its planned node n1") {
 		t.Errorf("waiting member: %v, want rejected by the release", st)
+	}
+}
+
+func TestReleasedHoldWakesRefusedGang(t *testing.T) {
+	// One 4-GPU node. Gang a (3 × 1 GPU) is planned and its first member
+	// waits at Permit, so a holds 3 GPUs; gang b (3 × 1 GPU) is refused.
+	a, b := members("a", 3, 1), members("b", 3, 1)
+	e := newBarrierEnv(t, []*v1.Node{gpuNode("n1", 4)}, []*schedv1alpha1.PodGroup{podGroup("a", 3), podGroup("b", 3)}, append(a, b...))
+	if st, _ := e.schedule(a[0]); !st.IsWait() {
+		t.Fatalf("a: Permit %v, want Wait", st)
+	}
+	if st, _ := e.schedule(b[0]); st.Code() != fwk.UnschedulableAndUnresolvable {
+		t.Fatalf("b while a holds the node: %v, want no placement", st)
+	}
+	e.act.take()
+	// a lets its hold go without any cluster event (a member's bind
+	// failed), long before b's verdict would expire on its own.
+	state := framework.NewCycleState()
+	e.pl.Reserve(e.ctx, state, a[1], "n1")
+	e.pl.Unreserve(e.ctx, state, a[1], "n1")
+	if st := e.outcomes(1)[a[0].Name]; st.Code() != fwk.Unschedulable {
+		t.Fatalf("a's waiting member: %v, want rejected by the release", st)
+	}
+	if got, want := e.act.take(), []string{"b-a", "b-b", "b-c"}; !slices.Equal(got, want) {
+		t.Errorf("activated after the release: %v, want b's pending members %v", got, want)
+	}
+	if st, _ := e.schedule(b[0]); !st.IsWait() {
+		t.Errorf("b after a's release: %v, want planned and waiting at Permit", st)
+	}
+	// a itself backs off.
+	if st, _ := e.schedule(a[2]); st.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st.Message(), "releasing the gang") {
+		t.Errorf("a after its release: %v, want its backoff verdict", st)
 	}
 }
 

@@ -55,8 +55,14 @@ func (p *Plugin) releaseLocked(key types.NamespacedName, g *gangState, msg strin
 	hadPlan := g.plan != nil
 	g.plan, g.planPods = nil, nil
 	p.closeBarrier(g)
+	rejected := p.rejectWaitingLocked(key, g, msg)
+	seq := p.changeSeq.Load()
+	if hadPlan || rejected > 0 {
+		// Other gangs may use what this one held; this one backs off.
+		seq = p.capacityFreedLocked(key)
+	}
 	if g.verdict == nil || now.After(g.verdict.until) {
-		g.verdict = &verdict{message: msg, until: now.Add(p.backoff()), seq: p.changeSeq.Load()}
+		g.verdict = &verdict{message: msg, until: now.Add(p.backoff()), seq: seq}
 	}
 	if g.retry == nil {
 		g.retry = time.AfterFunc(p.backoff(), func() {
@@ -68,7 +74,7 @@ func (p *Plugin) releaseLocked(key types.NamespacedName, g *gangState, msg strin
 			p.activate(p.members(key)...)
 		})
 	}
-	return p.rejectWaitingLocked(key, g, msg) > 0 || hadPlan
+	return rejected > 0 || hadPlan
 }
 
 // afterRelease records what a release did; it makes API calls, so it runs

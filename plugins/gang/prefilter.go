@@ -113,12 +113,19 @@ func (p *Plugin) planFor(ctx context.Context, pod *v1.Pod, pg *schedv1alpha1.Pod
 	var noPlace *plan.NoPlacementError
 	if errors.As(err, &noPlace) {
 		attempts.WithLabelValues(resultNoPlacement).Inc()
+		hadPlan := g.plan != nil
 		g.plan, g.planPods = nil, nil
-		g.verdict = &verdict{message: noPlace.Message, until: now.Add(p.backoff()), seq: seq}
 		// Members already waiting at Permit hold capacity the gang cannot
 		// use now: let them go.
 		p.closeBarrier(g)
-		p.rejectWaitingLocked(key, g, noPlace.Message)
+		if rejected := p.rejectWaitingLocked(key, g, noPlace.Message); rejected > 0 || hadPlan {
+			// The verdict stays fresh only if nothing else changed while
+			// the plan was computed.
+			if p.capacityFreedLocked(key) == seq+1 {
+				seq++
+			}
+		}
+		g.verdict = &verdict{message: noPlace.Message, until: now.Add(p.backoff()), seq: seq}
 		if g.lastMessage != noPlace.Message {
 			g.lastMessage = noPlace.Message
 			p.recordEvent(pg, v1.EventTypeWarning, "GangUnschedulable", "Scheduling", noPlace.Message)

@@ -64,9 +64,34 @@ func (p *Plugin) gang(key types.NamespacedName) *gangState {
 func (p *Plugin) dropPlan(key types.NamespacedName) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if g, ok := p.gangs[key]; ok {
+	if g, ok := p.gangs[key]; ok && g.plan != nil {
 		g.plan, g.planPods = nil, nil
+		p.capacityFreedLocked(key)
 	}
+}
+
+// capacityFreedLocked records that the plugin let go of capacity it held
+// for a gang: a plan dropped (its members no longer count as held in other
+// plans) or members waiting at Permit rejected. No informer event says so,
+// yet a gang refused for lack of room may fit now. Its cached verdict goes
+// stale (changeSeq) and its pending members are activated, so one of them
+// plans again at once instead of after BackoffSeconds. It returns the new
+// sequence number, for the freeing gang's own verdict. Call with p.mu held.
+func (p *Plugin) capacityFreedLocked(freeing types.NamespacedName) int64 {
+	seq := p.changeSeq.Add(1)
+	var wake []*v1.Pod
+	for key, g := range p.gangs {
+		if key == freeing || g.verdict == nil {
+			continue
+		}
+		for _, m := range p.members(key) {
+			if m.Spec.NodeName == "" {
+				wake = append(wake, m)
+			}
+		}
+	}
+	p.activate(wake...)
+	return seq
 }
 
 // forgetMember drops a deleted or finished member from the gang's state; a
@@ -82,6 +107,7 @@ func (p *Plugin) forgetMember(key types.NamespacedName, pod *v1.Pod) {
 	if g.plan != nil {
 		if _, planned := g.plan.Assignments[pod.UID]; planned {
 			g.plan, g.planPods = nil, nil
+			p.capacityFreedLocked(key)
 		}
 	}
 }

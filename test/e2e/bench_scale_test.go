@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,9 +26,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics/legacyregistry"
 	configv1 "k8s.io/kube-scheduler/config/v1"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/utils/ptr"
@@ -689,6 +692,10 @@ type contentionRun struct {
 	AllocQueued float64
 	Partial     []benchreport.Point
 	Alloc       []benchreport.Point
+	// Writes counts the scheduler's API writes during the run by request
+	// kind; WritesTotal sums them.
+	Writes      map[string]int
+	WritesTotal int
 }
 
 // runContention runs one variant once: demand twice the capacity, gangs in
@@ -710,11 +717,13 @@ func runContention(ctx context.Context, tb testing.TB, s benchSizes, variant str
 		return res, err
 	}
 	sched := "bench-" + variant + "-" + ns
-	stop, err := startBenchScheduler(ctx, tb, variant, sched, true, nil)
+	writes := newWriteCounter()
+	stop, err := startBenchScheduler(ctx, tb, variant, sched, true, writes)
 	if err != nil {
 		return res, err
 	}
 	defer stop()
+	writes.start()
 
 	var (
 		mu         sync.Mutex
@@ -741,15 +750,23 @@ func runContention(ctx context.Context, tb testing.TB, s benchSizes, variant str
 				}
 			}
 			tr.mu.Unlock()
+			// A distributed job's workers exit together: the gang's pods
+			// finish concurrently (bounded by sem for the whole run), as
+			// kubelets on different nodes report them, not one after the
+			// other.
+			var gangDone sync.WaitGroup
 			for _, name := range names {
-				sem <- struct{}{}
-				if err := podSim.Succeed(runCtx, ns, name); err != nil && runCtx.Err() == nil {
-					mu.Lock()
-					finishErr = err
-					mu.Unlock()
-				}
-				<-sem
+				gangDone.Go(func() {
+					sem <- struct{}{}
+					defer func() { <-sem }()
+					if err := podSim.Succeed(runCtx, ns, name); err != nil && runCtx.Err() == nil {
+						mu.Lock()
+						finishErr = err
+						mu.Unlock()
+					}
+				})
 			}
+			gangDone.Wait()
 		})
 	})
 	if err != nil {
@@ -861,6 +878,7 @@ loop:
 			break loop
 		}
 	}
+	res.Writes, res.WritesTotal = writes.stop()
 	if allocN > 0 {
 		res.AllocQueued = allocSum / float64(allocN)
 	}
@@ -886,12 +904,17 @@ func runContentionScenario(ctx context.Context, tb testing.TB, s benchSizes, var
 		seed := int64(1000 + r)
 		for i := range variants {
 			v := variants[(i+r)%len(variants)]
+			before := counterSnapshot("muster_gang_", "scheduler_schedule_attempts_total", "scheduler_pod_scheduling_attempts", "scheduler_queue_incoming_pods_total")
 			run, err := runContention(ctx, tb, s, v, r, seed)
 			if err != nil {
 				return rep, err
 			}
+			if os.Getenv("MUSTER_BENCH_COUNTERS") != "" {
+				tb.Logf("contention %s rep %d counters:%s", v, r, counterDelta(before, counterSnapshot("muster_gang_", "scheduler_schedule_attempts_total", "scheduler_pod_scheduling_attempts", "scheduler_queue_incoming_pods_total")))
+			}
 			tb.Logf("contention %-7s rep %d: drained=%v in %s (stuck=%v); %d samples, %d partial-gang samples (max %d at once), %d rule violations; GPU allocation while queued %.1f%%",
 				v, r, run.Drained, run.Drain.Round(time.Millisecond), run.Stuck, run.Samples, run.PartialSamples, run.MaxPartial, len(run.Violations), 100*run.AllocQueued)
+			tb.Logf("contention %-7s rep %d: scheduler writes %.2f per pod (%s)", v, r, float64(run.WritesTotal)/float64(s.pods()), formatWrites(run.Writes))
 			for i, vio := range run.Violations {
 				if i == 5 {
 					tb.Logf("  … %d more", len(run.Violations)-5)
@@ -950,6 +973,23 @@ func runContentionScenario(ctx context.Context, tb testing.TB, s benchSizes, var
 	return rep, os.WriteFile(filepath.Join(out, "contention.md"), []byte(md.String()), 0o644)
 }
 
+// benchVariantsFromEnv returns MUSTER_BENCH_VARIANTS (comma-separated), e.g.
+// muster alone under -cpuprofile, or every variant.
+func benchVariantsFromEnv() []string {
+	// MUSTER_BENCH_FEATURE_GATES (kube-scheduler's --feature-gates syntax)
+	// runs every scheduler of the benchmark with those gates, e.g.
+	// NominatedNodeNameForExpectation=false to price that gate's writes.
+	if fg := os.Getenv("MUSTER_BENCH_FEATURE_GATES"); fg != "" {
+		if err := utilfeature.DefaultMutableFeatureGate.Set(fg); err != nil {
+			panic(fmt.Sprintf("MUSTER_BENCH_FEATURE_GATES: %v", err))
+		}
+	}
+	if v := os.Getenv("MUSTER_BENCH_VARIANTS"); v != "" {
+		return strings.Split(v, ",")
+	}
+	return benchVariants
+}
+
 // BenchmarkSchedulerThroughput is scenario 1. One call runs every variant
 // MUSTER_BENCH_REPS times (run it with -benchtime=1x); the metrics are the
 // medians and muster's ratios.
@@ -957,12 +997,7 @@ func BenchmarkSchedulerThroughput(b *testing.B) {
 	s := throughputSizes()
 	b.Logf("sizes: %+v", s)
 	out := benchOutDir(b)
-	// MUSTER_BENCH_VARIANTS (comma-separated) runs a subset, e.g. muster
-	// alone under -cpuprofile.
-	variants := benchVariants
-	if v := os.Getenv("MUSTER_BENCH_VARIANTS"); v != "" {
-		variants = strings.Split(v, ",")
-	}
+	variants := benchVariantsFromEnv()
 	var rep throughputReport
 	for range b.N {
 		var err error
@@ -985,7 +1020,7 @@ func BenchmarkContention(b *testing.B) {
 	b.Logf("sizes: %+v", s)
 	out := benchOutDir(b)
 	for range b.N {
-		rep, err := runContentionScenario(context.Background(), b, s, benchVariants, out)
+		rep, err := runContentionScenario(context.Background(), b, s, benchVariantsFromEnv(), out)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -1046,4 +1081,59 @@ func TestBenchSmoke(t *testing.T) {
 	if n := strings.Count(string(data), "\n"); n != 1+len(benchVariants) {
 		t.Errorf("throughput.csv has %d lines, want header + %d runs", n, len(benchVariants))
 	}
+}
+
+// counterSnapshot sums, by metric name and labels, the counters of the
+// process's legacy registry whose names start with one of prefixes. The
+// scheduler and the plugin register there; differences of two snapshots
+// say what one run did (how often gangs were planned, how many scheduling
+// attempts each result had).
+func counterSnapshot(prefixes ...string) map[string]float64 {
+	out := map[string]float64{}
+	mfs, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		return out
+	}
+	for _, mf := range mfs {
+		name := mf.GetName()
+		if !slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var v float64
+			switch {
+			case m.GetCounter() != nil:
+				v = m.GetCounter().GetValue()
+			case m.GetHistogram() != nil:
+				v = float64(m.GetHistogram().GetSampleCount())
+			default:
+				continue
+			}
+			key := name
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "profile" {
+					continue
+				}
+				key += "," + l.GetName() + "=" + l.GetValue()
+			}
+			out[key] += v
+		}
+	}
+	return out
+}
+
+// counterDelta formats after−before for the keys that changed, sorted.
+func counterDelta(before, after map[string]float64) string {
+	var keys []string
+	for k, v := range after {
+		if v != before[k] {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "\n  %s %.0f", k, after[k]-before[k])
+	}
+	return b.String()
 }

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -183,7 +184,14 @@ func startPodGrouper(t testing.TB, schedulerName string) *pgrController {
 
 func startPodGrouperWorkers(t testing.TB, schedulerName string, workers int) *pgrController {
 	t.Helper()
-	clients, err := podgrouper.NewClients(controlPlane.RestConfig)
+	return startPodGrouperWithConfig(t, controlPlane.RestConfig, schedulerName, workers)
+}
+
+// startPodGrouperWithConfig is startPodGrouperWorkers with the pod-grouper's
+// own rest config (the benchmark counts its requests).
+func startPodGrouperWithConfig(t testing.TB, cfg *rest.Config, schedulerName string, workers int) *pgrController {
+	t.Helper()
+	clients, err := podgrouper.NewClients(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1084,7 +1092,10 @@ func BenchmarkPodGrouperLatency(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		ns := testNamespace(b, "pgr-bench")
 		sched := "pgr-" + ns
-		startPodGrouperWorkers(b, sched, pgrBenchWorkers)
+		writes := newWriteCounter()
+		cfg := rest.CopyConfig(controlPlane.RestConfig)
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{next: rt, c: writes} })
+		startPodGrouperWithConfig(b, cfg, sched, pgrBenchWorkers)
 
 		// Workloads first, outside the measurement.
 		jobs := make([]*unstructured.Unstructured, gangs)
@@ -1162,6 +1173,7 @@ func BenchmarkPodGrouperLatency(b *testing.B) {
 		factory.WaitForCacheSync(wctx.Done())
 
 		b.ResetTimer()
+		writes.start()
 		begin := time.Now()
 		tick := time.NewTicker(time.Second / time.Duration(rate))
 		sem := make(chan struct{}, 32)
@@ -1205,6 +1217,8 @@ func BenchmarkPodGrouperLatency(b *testing.B) {
 		stopWatch()
 		factory.Shutdown()
 		b.StopTimer()
+		counts, total := writes.stop()
+		b.Logf("pod-grouper writes: %.2f per pod (%s)", float64(total)/float64(gangs*perGang), formatWrites(counts))
 		sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
 		q := func(f float64) float64 {
 			return float64(latencies[int(f*float64(len(latencies)-1))].Microseconds()) / 1000

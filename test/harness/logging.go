@@ -3,6 +3,7 @@ package harness
 import (
 	"io"
 	"os"
+	"strconv"
 	"sync"
 
 	"go.uber.org/zap"
@@ -14,6 +15,11 @@ import (
 // VerboseEnv names the environment variable that, set to 1, sends the
 // control plane's logs to stderr instead of discarding them.
 const VerboseEnv = "MUSTER_TEST_VERBOSE"
+
+// VerbosityEnv names the environment variable that sets the klog verbosity
+// of those logs (default 0), e.g. MUSTER_TEST_V=5 for the scheduling queue's
+// decisions.
+const VerbosityEnv = "MUSTER_TEST_V"
 
 var logOnce sync.Once
 
@@ -35,7 +41,8 @@ func logOutput(w io.Writer) io.Writer {
 // is global, so only the first control plane of a process decides.
 func configureKlog(w io.Writer) {
 	logOnce.Do(func() {
-		klog.SetLoggerWithOptions(textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(w))), klog.ContextualLogger(true))
+		v, _ := strconv.Atoi(os.Getenv(VerbosityEnv))
+		klog.SetLoggerWithOptions(textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(w), textlogger.Verbosity(v))), klog.ContextualLogger(true))
 	})
 }
 

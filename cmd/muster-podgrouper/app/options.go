@@ -30,10 +30,16 @@ type Options struct {
 	BindAddress            string
 	KubeAPIQPS             float32
 	KubeAPIBurst           int
+	KubeAPIContentType     string
 	LeaderElection         componentbaseconfig.LeaderElectionConfiguration
 	Logs                   *logsapi.LoggingConfiguration
 	FeatureGate            featuregate.MutableFeatureGate
 }
+
+const (
+	contentTypeProtobuf = "application/vnd.kubernetes.protobuf"
+	contentTypeJSON     = "application/json"
+)
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
@@ -50,6 +56,10 @@ func NewOptions() *Options {
 		// pods per second: each pod costs a patch, a gang one write more.
 		KubeAPIQPS:   200,
 		KubeAPIBurst: 400,
+		// Protobuf costs the API server less than JSON for pods (the
+		// pod-grouper's patches and watch); custom resources always
+		// speak JSON (podgrouper.NewClients).
+		KubeAPIContentType: contentTypeProtobuf,
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
 			LeaderElect:       true,
 			LeaseDuration:     metav1.Duration{Duration: 15 * time.Second},
@@ -74,6 +84,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "Address of the /healthz, /readyz and /metrics endpoints.")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Queries per second to the API server.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of queries to the API server.")
+	fs.StringVar(&o.KubeAPIContentType, "kube-api-content-type", o.KubeAPIContentType, "Content type of requests for built-in resources: "+contentTypeProtobuf+" or "+contentTypeJSON+". Custom resources always use JSON.")
 	options.BindLeaderElectionFlags(&o.LeaderElection, fs)
 	logsapi.AddFlags(o.Logs, fs)
 	o.FeatureGate.AddFlag(fs)
@@ -99,6 +110,9 @@ func (o *Options) Validate() error {
 	}
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1 {
 		errs = append(errs, fmt.Errorf("--kube-api-qps %v / --kube-api-burst %d: both must be positive", o.KubeAPIQPS, o.KubeAPIBurst))
+	}
+	if o.KubeAPIContentType != contentTypeProtobuf && o.KubeAPIContentType != contentTypeJSON {
+		errs = append(errs, fmt.Errorf("--kube-api-content-type: %q; must be %s or %s", o.KubeAPIContentType, contentTypeProtobuf, contentTypeJSON))
 	}
 	if o.MaxOwnerDepth < 1 {
 		errs = append(errs, fmt.Errorf("--max-owner-depth: %d; must be at least 1", o.MaxOwnerDepth))

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 )
 
@@ -33,5 +34,34 @@ func TestValidateChecksLoggingFlags(t *testing.T) {
 	err := cmd.Execute()
 	if err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Fatalf("error = %v, want the unknown logging format named", err)
+	}
+}
+
+func TestValidateFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // "" = valid
+	}{
+		{args: nil},
+		{args: []string{"--kube-api-content-type=application/json"}},
+		{args: []string{"--kube-api-content-type=application/yaml"}, want: `--kube-api-content-type: "application/yaml"`},
+		{args: []string{"--workers=0"}, want: "--workers: 0"},
+		{args: []string{"--kube-api-qps=0"}, want: "--kube-api-qps 0"},
+		{args: []string{"--max-owner-depth=0"}, want: "--max-owner-depth: 0"},
+		{args: []string{"--scheduler-name="}, want: "--scheduler-name"},
+	} {
+		o := NewOptions()
+		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		err := o.Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: %v, want valid", tc.args, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v: error %v, want one naming %q", tc.args, err, tc.want)
+		}
 	}
 }

@@ -79,6 +79,7 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	cfg.UserAgent = "muster-podgrouper/" + version.Version
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+	cfg.ContentType = o.KubeAPIContentType
 	clients, err := podgrouper.NewClients(cfg)
 	if err != nil {
 		return err

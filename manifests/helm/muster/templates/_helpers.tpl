@@ -18,4 +18,7 @@ app.kubernetes.io/component: {{ . }}
 {{- if lt (int .Values.replicas) 1 }}
 {{- fail "replicas must be at least 1" }}
 {{- end }}
+{{- if or (le (float64 .Values.schedulerClient.qps) 0.0) (lt (int .Values.schedulerClient.burst) 1) }}
+{{- fail (printf "schedulerClient.qps and schedulerClient.burst must be positive, got %v and %v" .Values.schedulerClient.qps .Values.schedulerClient.burst) }}
+{{- end }}
 {{- end }}
