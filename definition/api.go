@@ -120,7 +120,9 @@ type Gang struct {
 	Keys []string
 	// MinMember is the number of pods that must be placed together.
 	MinMember int32
-	// MinResources is the sum of the requests of MinMember pods.
+	// MinResources is the sum of the requests of MinMember pods. It may be
+	// shared with the compiled definition's cache (every pod of a gang gets
+	// the same map): read it, or DeepCopy it before changing it.
 	MinResources corev1.ResourceList
 	// Members are the member component names.
 	Members []string

@@ -575,6 +575,9 @@ type podInput struct {
 	needs *podNeeds
 	pm    any
 	built bool
+	// one backs the single result of a podField read (evalPod), so the
+	// fast path allocates no slice.
+	one [1]any
 }
 
 func (p *podInput) value() (any, error) {
@@ -588,10 +591,12 @@ func (p *podInput) value() (any, error) {
 	return p.pm, nil
 }
 
-// evalPod runs e on a pod.
+// evalPod runs e on a pod. The result of a podField read lives in in: it is
+// valid until the next evalPod on in, so use it before asking again.
 func (c *Compiled) evalPod(ctx context.Context, e *expr, in *podInput) ([]any, error) {
 	if e.pod != podFieldNone && !c.parsePerCall {
-		return []any{e.pod.read(in.pod, e.keys[len(e.keys)-1])}, nil
+		in.one[0] = e.pod.read(in.pod, e.keys[len(e.keys)-1])
+		return in.one[:], nil
 	}
 	pm, err := in.value()
 	if err != nil {

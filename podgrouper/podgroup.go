@@ -39,7 +39,7 @@ func desiredPodGroup(name, namespace string, root *unstructured.Unstructured, de
 		},
 		Spec: schedv1alpha1.PodGroupSpec{
 			MinMember:              gang.MinMember,
-			MinResources:           gang.MinResources,
+			MinResources:           gang.MinResources.DeepCopy(), // shared with the definition
 			ScheduleTimeoutSeconds: timeout,
 		},
 	}
