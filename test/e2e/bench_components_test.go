@@ -7,7 +7,9 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -162,9 +164,23 @@ func BenchmarkMemory(b *testing.B) {
 		}
 		pgrAddr := ln.Addr().String()
 		ln.Close()
-		schedCmd := startBinary(b, filepath.Join(bin, "muster-scheduler"), "--config", cfgPath, "--secure-port=0")
-		pgrCmd := startBinary(b, filepath.Join(bin, "muster-podgrouper"), "--kubeconfig", controlPlane.KubeconfigPath,
-			"--scheduler-name", sched, "--leader-elect=false", "--bind-address", pgrAddr, "--workers", "16", "--kube-api-qps", "1000", "--kube-api-burst", "2000")
+		// MUSTER_BENCH_HEAP=1 also saves both processes' heap profiles
+		// (memory-<process>.heap.pprof) once the cluster is full: the
+		// scheduler serves them on its secure port to anonymous callers
+		// for that path only, the pod-grouper with --profiling.
+		heap := os.Getenv("MUSTER_BENCH_HEAP") == "1"
+		schedArgs := []string{"--config", cfgPath, "--secure-port=0"}
+		pgrArgs := []string{"--kubeconfig", controlPlane.KubeconfigPath,
+			"--scheduler-name", sched, "--leader-elect=false", "--bind-address", pgrAddr, "--workers", "16", "--kube-api-qps", "1000", "--kube-api-burst", "2000"}
+		schedPort := 0
+		if heap {
+			schedPort = freePort(b)
+			schedArgs = []string{"--config", cfgPath, "--secure-port", strconv.Itoa(schedPort), "--bind-address=127.0.0.1",
+				"--authorization-always-allow-paths=/healthz,/readyz,/livez,/debug/pprof/*"}
+			pgrArgs = append(pgrArgs, "--profiling")
+		}
+		schedCmd := startBinary(b, filepath.Join(bin, "muster-scheduler"), schedArgs...)
+		pgrCmd := startBinary(b, filepath.Join(bin, "muster-podgrouper"), pgrArgs...)
 		if !waitUntil(ctx, time.Minute, func() bool {
 			resp, err := http.Get("http://" + pgrAddr + "/readyz")
 			if err != nil {
@@ -285,6 +301,10 @@ func BenchmarkMemory(b *testing.B) {
 		if !ok {
 			b.Fatalf("after 15 minutes: %d of %d pods labelled, %d of %d bound", labelled, gangs*perGang, bound, want)
 		}
+		if heap {
+			saveHeapProfile(b, fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/heap", schedPort), filepath.Join(out, "memory-muster-scheduler.heap.pprof"))
+			saveHeapProfile(b, "http://"+pgrAddr+"/debug/pprof/heap", filepath.Join(out, "memory-muster-podgrouper.heap.pprof"))
+		}
 		rows := [][]string{{"process", "idle_rss_mib", "peak_rss_mib", "nodes", "pods", "bound", "seconds"}}
 		var md strings.Builder
 		fmt.Fprintf(&md, "| process | RSS after start (MiB) | peak RSS, VmHWM (MiB) |\n|---|---|---|\n")
@@ -312,5 +332,37 @@ func BenchmarkMemory(b *testing.B) {
 		if err := os.WriteFile(filepath.Join(out, "memory.md"), []byte(md.String()), 0o644); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// freePort returns a TCP port free on 127.0.0.1 a moment ago.
+func freePort(tb testing.TB) int {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// saveHeapProfile fetches a heap profile (after a GC, as pprof's gc=1 asks)
+// into path. The scheduler's serving certificate is self-signed.
+func saveHeapProfile(tb testing.TB, url, path string) {
+	tb.Helper()
+	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := client.Get(url + "?gc=1")
+	if err != nil {
+		tb.Errorf("heap profile %s: %v", url, err)
+		return
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		tb.Errorf("heap profile %s: status %d, %v", url, resp.StatusCode, err)
+		return
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		tb.Error(err)
 	}
 }

@@ -28,6 +28,7 @@ type Options struct {
 	Workers                int
 	MaxOwnerDepth          int
 	BindAddress            string
+	Profiling              bool
 	KubeAPIQPS             float32
 	KubeAPIBurst           int
 	KubeAPIContentType     string
@@ -82,6 +83,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Pods reconciled in parallel.")
 	fs.IntVar(&o.MaxOwnerDepth, "max-owner-depth", o.MaxOwnerDepth, "Owner references followed from a pod at most.")
 	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "Address of the /healthz, /readyz and /metrics endpoints.")
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Serve Go profiles at /debug/pprof/ on --bind-address (no authentication: keep the address private).")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Queries per second to the API server.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of queries to the API server.")
 	fs.StringVar(&o.KubeAPIContentType, "kube-api-content-type", o.KubeAPIContentType, "Content type of requests for built-in resources: "+contentTypeProtobuf+" or "+contentTypeJSON+". Custom resources always use JSON.")

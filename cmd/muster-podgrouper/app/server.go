@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"time"
 
@@ -107,7 +108,7 @@ func Run(ctx context.Context, o *Options) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	srvErr := make(chan error, 1)
-	srv, err := serve(ctx, o.BindAddress, ctrl.HasSynced, srvErr)
+	srv, err := serve(ctx, o.BindAddress, o.Profiling, ctrl.HasSynced, srvErr)
 	if err != nil {
 		return err
 	}
@@ -170,20 +171,9 @@ func Run(ctx context.Context, o *Options) error {
 	}
 }
 
-// serve starts /healthz, /readyz and /metrics. readyz is OK once the
-// controller's caches are synced and its workers run (only the leader is
-// ready; a standby answers 503).
-func serve(ctx context.Context, addr string, synced func() bool, errs chan<- error) (*http.Server, error) {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !synced() {
-			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok"))
-	})
-	mux.Handle("/metrics", legacyregistry.Handler())
+// serve starts the endpoints of newMux on addr.
+func serve(ctx context.Context, addr string, profiling bool, synced func() bool, errs chan<- error) (*http.Server, error) {
+	mux := newMux(profiling, synced)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--bind-address %s: %w", addr, err)
@@ -195,4 +185,30 @@ func serve(ctx context.Context, addr string, synced func() bool, errs chan<- err
 		}
 	}()
 	return srv, nil
+}
+
+// newMux serves /healthz, /readyz and /metrics. readyz is OK once the
+// controller's caches are synced and its workers run (only the leader is
+// ready; a standby answers 503). With profiling, /debug/pprof/ serves the Go
+// profiles too; it is off by default because the endpoint has no
+// authentication.
+func newMux(profiling bool, synced func() bool) *http.ServeMux {
+	mux := http.NewServeMux()
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !synced() {
+			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	mux.Handle("/metrics", legacyregistry.Handler())
+	return mux
 }
