@@ -29,6 +29,8 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	pgfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
+
+	"github.com/muster-io/muster/definition"
 )
 
 func init() {
@@ -483,5 +485,46 @@ func TestStatusOnlyPodGroupUpdateKeepsPlan(t *testing.T) {
 	e.pl.onPodGroup(withStatus, resized)
 	if hasPlan() {
 		t.Fatal("a spec update kept the old plan")
+	}
+}
+
+func TestQuorumReachedActivatesHeldMembers(t *testing.T) {
+	pods := members("g", 3, 1)
+	e := newBarrierEnv(t, []*v1.Node{gpuNode("n1", 4)}, []*schedv1alpha1.PodGroup{podGroup("g", 3)}, pods[:2])
+	if st := e.pl.PreEnqueue(e.ctx, pods[0]); st.IsSuccess() {
+		t.Fatal("g-a passed PreEnqueue with 2 of 3 members")
+	}
+	e.act.take()
+
+	// An update that changes nothing about membership wakes nobody.
+	e.pl.onPod(pods[1], pods[1].DeepCopy())
+	if got := e.act.take(); len(got) != 0 {
+		t.Errorf("activated on a plain update: %v", got)
+	}
+	// The third member is labelled (it becomes a member by an update):
+	// the quorum exists, every pending member gets another look.
+	unlabelled := pods[2].DeepCopy()
+	delete(unlabelled.Labels, definition.LabelPodGroup)
+	if err := e.pl.podIndexer.Add(pods[2]); err != nil {
+		t.Fatal(err)
+	}
+	e.pl.onPod(unlabelled, pods[2])
+	if got, want := e.act.take(), []string{"g-a", "g-b", "g-c"}; !slices.Equal(got, want) {
+		t.Errorf("activated %v, want %v", got, want)
+	}
+	if st := e.pl.PreEnqueue(e.ctx, pods[0]); !st.IsSuccess() {
+		t.Errorf("g-a after the quorum: %v", st)
+	}
+
+	// Below the quorum (a member gone, a new one added), nothing moves.
+	if err := e.pl.podIndexer.Delete(pods[1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.pl.podIndexer.Delete(pods[2]); err != nil {
+		t.Fatal(err)
+	}
+	e.pl.onPod(nil, pods[0])
+	if got := e.act.take(); len(got) != 0 {
+		t.Errorf("activated below the quorum: %v", got)
 	}
 }

@@ -214,15 +214,14 @@ func (p *Plugin) stopWaiting(uid types.UID) {
 }
 
 // EventsToRegister lists the events that may let a member in or give a
-// rejected gang a placement. PodGroup changes are not here: the scheduler
-// would watch them with a dynamic informer whose sync blocks start-up when
-// the CRD is missing, so the plugin watches them itself and activates the
-// members (onPodGroup).
+// rejected gang a placement. Two kinds of change are not here, on purpose:
+// PodGroup changes (the scheduler would watch them with a dynamic informer
+// whose sync blocks start-up when the CRD is missing) and new members
+// completing a quorum (every pod add and bind would be weighed against every
+// held pod; see memberJoined). The plugin watches both itself and activates
+// the members (onPodGroup, onPod).
 func (p *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
-		// A new member may complete the quorum (PreEnqueue); bound ones count too.
-		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Add}, QueueingHintFn: p.isSchedulableAfterMemberAdded},
-		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Add}, QueueingHintFn: p.isSchedulableAfterMemberAdded},
 		// Freed capacity may give a rejected gang a placement.
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: p.isSchedulableAfterCapacityFreed},
 		// The pod-grouper labels or marks the pod.
@@ -230,22 +229,6 @@ func (p *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint
 		// New or changed nodes add capacity or lift taints.
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}, QueueingHintFn: p.isSchedulableAfterNodeChange},
 	}, nil
-}
-
-func (p *Plugin) isSchedulableAfterMemberAdded(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
-	_, added, err := util.As[*v1.Pod](oldObj, newObj)
-	if err != nil {
-		return fwk.Queue, err
-	}
-	kind, key := p.classify(pod)
-	if kind != kindMember {
-		return fwk.QueueSkip, nil
-	}
-	if k2, key2 := p.classify(added); k2 == kindMember && key2 == key {
-		logger.V(5).Info("member of the same gang added", "pod", klog.KObj(pod), "added", klog.KObj(added))
-		return fwk.Queue, nil
-	}
-	return fwk.QueueSkip, nil
 }
 
 func (p *Plugin) isSchedulableAfterCapacityFreed(logger klog.Logger, pod *v1.Pod, _, _ any) (fwk.QueueingHint, error) {

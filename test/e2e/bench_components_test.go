@@ -95,9 +95,15 @@ func procMem(pid int) (rss, hwm float64, err error) {
 	return rss, hwm, sc.Err()
 }
 
-// startBinary starts a child process that is killed when b ends.
+// startBinary starts a child process that is killed when b ends. Its log
+// goes to MUSTER_BENCH_OUT/<binary>.log when that is set (kept for a look
+// afterwards), else to a temporary file shown only if b fails.
 func startBinary(b *testing.B, path string, args ...string) *exec.Cmd {
-	logf, err := os.Create(filepath.Join(b.TempDir(), filepath.Base(path)+".log"))
+	logDir := os.Getenv("MUSTER_BENCH_OUT")
+	if logDir == "" {
+		logDir = b.TempDir()
+	}
+	logf, err := os.Create(filepath.Join(logDir, filepath.Base(path)+".log"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -277,6 +283,7 @@ func BenchmarkMemory(b *testing.B) {
 		// per node, one per pod.
 		want := min(gangs*perGang, nodes*8/perGang*perGang)
 		var labelled, bound int
+		lastProgress := start
 		ok := waitUntil(ctx, 15*time.Minute, func() bool {
 			list, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "bench=1", ResourceVersion: "0"})
 			if err != nil {
@@ -290,6 +297,10 @@ func BenchmarkMemory(b *testing.B) {
 				if p.Spec.NodeName != "" {
 					bound++
 				}
+			}
+			if now := time.Now(); now.Sub(lastProgress) >= 10*time.Second {
+				lastProgress = now
+				b.Logf("%4.0fs: %d pods exist, %d labelled, %d bound", now.Sub(start).Seconds(), len(list.Items), labelled, bound)
 			}
 			time.Sleep(2 * time.Second)
 			return labelled == gangs*perGang && bound >= want
