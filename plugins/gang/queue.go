@@ -232,11 +232,25 @@ func (p *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint
 }
 
 func (p *Plugin) isSchedulableAfterCapacityFreed(logger klog.Logger, pod *v1.Pod, _, _ any) (fwk.QueueingHint, error) {
-	if kind, _ := p.classify(pod); kind != kindMember {
+	if !p.mayNeedCapacity(pod) {
 		return fwk.QueueSkip, nil
 	}
 	logger.V(5).Info("an assigned pod went away; the gang may fit now", "pod", klog.KObj(pod))
 	return fwk.Queue, nil
+}
+
+// mayNeedCapacity is true for a member that more room could help: one
+// refused for lack of it. A member PreEnqueue holds back waits for its
+// label, its PodGroup or its quorum, which no node or freed pod brings; its
+// own events wake it (isSchedulableAfterPodUpdated, onPodGroup, onPod).
+func (p *Plugin) mayNeedCapacity(pod *v1.Pod) bool {
+	if kind, _ := p.classify(pod); kind != kindMember {
+		return false
+	}
+	p.waitMu.Lock()
+	_, held := p.waiting[pod.UID]
+	p.waitMu.Unlock()
+	return !held
 }
 
 func (p *Plugin) isSchedulableAfterPodUpdated(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
@@ -254,7 +268,7 @@ func (p *Plugin) isSchedulableAfterPodUpdated(logger klog.Logger, pod *v1.Pod, o
 }
 
 func (p *Plugin) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1.Pod, _, _ any) (fwk.QueueingHint, error) {
-	if kind, _ := p.classify(pod); kind != kindMember {
+	if !p.mayNeedCapacity(pod) {
 		return fwk.QueueSkip, nil
 	}
 	logger.V(5).Info("node added or changed; the gang may fit now", "pod", klog.KObj(pod))

@@ -9,6 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 )
 
@@ -116,5 +118,31 @@ func TestWaitReasonEventOnlyForWaitsThatLast(t *testing.T) {
 	e.pl.onPodDelete(unlabelled)
 	if tracked, _ := pendingWait(e.pl, unlabelled.UID); tracked {
 		t.Error("a deleted pod's wait is still tracked")
+	}
+}
+
+// Capacity events wake members refused for lack of room, not members
+// PreEnqueue holds back (a freed GPU brings no label, PodGroup or quorum).
+func TestCapacityHintsSkipHeldMembers(t *testing.T) {
+	pods := members("g", 3, 1)
+	e := newBarrierEnv(t, []*v1.Node{gpuNode("n1", 8)}, []*schedv1alpha1.PodGroup{podGroup("g", 3)}, pods[:2])
+	if st := e.pl.PreEnqueue(context.Background(), pods[0]); st.IsSuccess() {
+		t.Fatal("g-a passed PreEnqueue with 2 of 3 members")
+	}
+	free := gpuPod("free", 1, gangFree)
+	logger := klog.Background()
+	for _, tc := range []struct {
+		pod  *v1.Pod
+		want fwk.QueueingHint
+	}{
+		{pods[0], fwk.QueueSkip}, // held back for the quorum
+		{pods[1], fwk.Queue},     // not held: may have been refused for room
+		{free, fwk.QueueSkip},    // not a member
+	} {
+		for name, hint := range map[string]fwk.QueueingHintFn{"capacity freed": e.pl.isSchedulableAfterCapacityFreed, "node change": e.pl.isSchedulableAfterNodeChange} {
+			if got, err := hint(logger, tc.pod, nil, nil); err != nil || got != tc.want {
+				t.Errorf("%s, %s: %v (err %v), want %v", name, tc.pod.Name, got, err, tc.want)
+			}
+		}
 	}
 }
