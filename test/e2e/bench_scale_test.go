@@ -64,6 +64,12 @@ type benchSizes struct {
 	Nodes, GPUsPerNode int
 	Gangs, GangSize    int
 	Reps               int
+	// Warmup is how many unrecorded runs (of the first variant) come
+	// first: the first runs of a process meet a control plane that is
+	// still settling (discovery, OpenAPI of the installed CRDs, caches,
+	// heap growth), and the variant order would always hand them to the
+	// same scheduler.
+	Warmup int
 	// Hold is how long a gang runs once all its members are bound
 	// (contention only; the gang's pods are then marked Succeeded).
 	Hold time.Duration
@@ -92,8 +98,16 @@ func throughputSizes() benchSizes {
 	return benchSizes{
 		Nodes: envInt("MUSTER_BENCH_NODES", 1000), GPUsPerNode: 8,
 		Gangs: envInt("MUSTER_BENCH_GANGS", 500), GangSize: 8,
-		Reps: envInt("MUSTER_BENCH_REPS", 3), Timeout: 10 * time.Minute, Workers: 16,
+		Reps: envInt("MUSTER_BENCH_REPS", 3), Warmup: warmups(), Timeout: 10 * time.Minute, Workers: 16,
 	}
+}
+
+// warmups is MUSTER_BENCH_WARMUP (default 1; 0 allowed).
+func warmups() int {
+	if n, err := strconv.Atoi(os.Getenv("MUSTER_BENCH_WARMUP")); err == nil && n >= 0 {
+		return n
+	}
+	return 1
 }
 
 // contentionSizes: MUSTER_BENCH_CONTENTION_NODES (default 100) × 8 GPUs and
@@ -103,7 +117,7 @@ func contentionSizes() benchSizes {
 	n := envInt("MUSTER_BENCH_CONTENTION_NODES", 100)
 	return benchSizes{
 		Nodes: n, GPUsPerNode: 8, Gangs: 2 * n, GangSize: 8,
-		Reps: envInt("MUSTER_BENCH_REPS", 3), Hold: time.Duration(envInt("MUSTER_BENCH_HOLD_MS", 3000)) * time.Millisecond,
+		Reps: envInt("MUSTER_BENCH_REPS", 3), Warmup: warmups(), Hold: time.Duration(envInt("MUSTER_BENCH_HOLD_MS", 3000)) * time.Millisecond,
 		Timeout: 10 * time.Minute, Workers: 16, Stall: 30 * time.Second,
 	}
 }
@@ -606,6 +620,13 @@ type throughputReport struct {
 // throughput.csv, throughput.svg and throughput.md to out.
 func runThroughputScenario(ctx context.Context, tb testing.TB, s benchSizes, variants []string, out string) (throughputReport, error) {
 	rep := throughputReport{MedianPods: map[string]float64{}}
+	for w := range s.Warmup {
+		run, err := runThroughput(ctx, tb, s, variants[0], -1-w)
+		if err != nil {
+			return rep, err
+		}
+		tb.Logf("throughput %-7s warm-up (not recorded): %.0f pods/s", variants[0], run.podsPerSec())
+	}
 	for r := range s.Reps {
 		for i := range variants {
 			v := variants[(i+r)%len(variants)]
@@ -900,6 +921,13 @@ type contentionReport struct {
 // contention.md to out.
 func runContentionScenario(ctx context.Context, tb testing.TB, s benchSizes, variants []string, out string) (contentionReport, error) {
 	var rep contentionReport
+	for w := range s.Warmup {
+		run, err := runContention(ctx, tb, s, variants[0], -1-w, int64(999-w))
+		if err != nil {
+			return rep, err
+		}
+		tb.Logf("contention %-7s warm-up (not recorded): GPU allocation while queued %.1f%%", variants[0], 100*run.AllocQueued)
+	}
 	for r := range s.Reps {
 		seed := int64(1000 + r)
 		for i := range variants {
