@@ -125,7 +125,7 @@ func startScheduler(ctx context.Context, cp *harness.ControlPlane, root string) 
 // (one replica), its health endpoints on a loopback port. It returns once
 // /readyz says the controller's caches are synced.
 func startPodGrouper(ctx context.Context, cp *harness.ControlPlane) error {
-	port, err := freePort()
+	port, err := harness.FreePort()
 	if err != nil {
 		return err
 	}
@@ -170,15 +170,6 @@ func startPodGrouper(ctx context.Context, cp *harness.ControlPlane) error {
 		return err
 	}
 	return nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // operatorBuild is an operator binary being built (or found in the cache)

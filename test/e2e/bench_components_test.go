@@ -10,7 +10,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -164,12 +163,7 @@ func BenchmarkMemory(b *testing.B) {
 		if err := os.WriteFile(cfgPath, data, 0o600); err != nil {
 			b.Fatal(err)
 		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		pgrAddr := ln.Addr().String()
-		ln.Close()
+		pgrAddr := fmt.Sprintf("127.0.0.1:%d", freePort(b))
 		// MUSTER_BENCH_HEAP=1 also saves both processes' heap profiles
 		// (memory-<process>.heap.pprof) once the cluster is full: the
 		// scheduler serves them on its secure port to anonymous callers
@@ -346,15 +340,14 @@ func BenchmarkMemory(b *testing.B) {
 	}
 }
 
-// freePort returns a TCP port free on 127.0.0.1 a moment ago.
+// freePort is harness.FreePort for a test.
 func freePort(tb testing.TB) int {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := harness.FreePort()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // saveHeapProfile fetches a heap profile (after a GC, as pprof's gc=1 asks)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -1240,12 +1239,7 @@ func BenchmarkPodGrouperLatency(b *testing.B) {
 func TestPodGrouperCommand(t *testing.T) {
 	ns := testNamespace(t, "pgr-cmd")
 	sched := "pgr-" + ns
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 
 	o := app.NewOptions()
 	o.Kubeconfig = controlPlane.KubeconfigPath

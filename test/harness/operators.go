@@ -291,7 +291,7 @@ func StartOperator(ctx context.Context, cp *ControlPlane, name string) (*Operato
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -380,7 +380,9 @@ health: {healthProbeBindAddress: %q}
 	return o, nil
 }
 
-func freePort() (int, error) {
+// FreePort returns a TCP port that was free on 127.0.0.1 a moment ago, for
+// a child process or server that must be told its port up front.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
