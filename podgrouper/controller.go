@@ -93,8 +93,10 @@ type Controller struct {
 	podLister   corelisters.PodLister
 	podIndexer  cache.Indexer
 	podSynced   cache.InformerSynced
-	pgLister    pglisters.PodGroupLister
-	pgSynced    cache.InformerSynced
+	// pgLister is the informer's view alone; the controller reads through
+	// cachedPodGroup, which adds its own writes.
+	pgLister pglisters.PodGroupLister
+	pgSynced cache.InformerSynced
 	// pgWritten overlays the PodGroup cache with this process's own
 	// creates and updates until the informer shows them; pgLocks
 	// serializes the writes of one PodGroup. Together they let the

@@ -82,7 +82,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	// A pod-group label we would not write names someone else's PodGroup.
 	if v := pod.Labels[definition.LabelPodGroup]; v != "" && (d.gang == nil || v != d.pgName) {
-		if pg, err := c.pgLister.PodGroups(ns).Get(v); err != nil || !isMusterPodGroup(pg) {
+		if pg, err := c.cachedPodGroup(ns, v); err != nil || !isMusterPodGroup(pg) {
 			c.yield(pod, fmt.Sprintf("label %s=%s names a PodGroup muster did not create", definition.LabelPodGroup, v))
 			return nil
 		}
