@@ -919,6 +919,10 @@ type contentionReport struct {
 // same random gang order for every variant of a repetition) and writes
 // contention.csv, contention-partial.svg, contention-alloc.svg and
 // contention.md to out.
+// contentionCounters are the metric families MUSTER_BENCH_COUNTERS logs per
+// contention run: the plugin's gang attempts and the queue's moves.
+var contentionCounters = []string{"muster_gang_", "scheduler_schedule_attempts_total", "scheduler_pod_scheduling_attempts", "scheduler_queue_incoming_pods_total"}
+
 func runContentionScenario(ctx context.Context, tb testing.TB, s benchSizes, variants []string, out string) (contentionReport, error) {
 	var rep contentionReport
 	for w := range s.Warmup {
@@ -932,13 +936,13 @@ func runContentionScenario(ctx context.Context, tb testing.TB, s benchSizes, var
 		seed := int64(1000 + r)
 		for i := range variants {
 			v := variants[(i+r)%len(variants)]
-			before := counterSnapshot("muster_gang_", "scheduler_schedule_attempts_total", "scheduler_pod_scheduling_attempts", "scheduler_queue_incoming_pods_total")
+			before := counterSnapshot(contentionCounters...)
 			run, err := runContention(ctx, tb, s, v, r, seed)
 			if err != nil {
 				return rep, err
 			}
 			if os.Getenv("MUSTER_BENCH_COUNTERS") != "" {
-				tb.Logf("contention %s rep %d counters:%s", v, r, counterDelta(before, counterSnapshot("muster_gang_", "scheduler_schedule_attempts_total", "scheduler_pod_scheduling_attempts", "scheduler_queue_incoming_pods_total")))
+				tb.Logf("contention %s rep %d counters:%s", v, r, counterDelta(before, counterSnapshot(contentionCounters...)))
 			}
 			tb.Logf("contention %-7s rep %d: drained=%v in %s (stuck=%v); %d samples, %d partial-gang samples (max %d at once), %d rule violations; GPU allocation while queued %.1f%%",
 				v, r, run.Drained, run.Drain.Round(time.Millisecond), run.Stuck, run.Samples, run.PartialSamples, run.MaxPartial, len(run.Violations), 100*run.AllocQueued)
