@@ -31,7 +31,7 @@ test:
 
 ## unit: the tests that need no control plane
 unit:
-	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v /test/)
+	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v -e /test/ -e /localcluster)
 
 lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -70,14 +70,14 @@ fuzz:
 
 ## catalog-docs: render catalog/README.md from the definitions' summary annotations
 catalog-docs:
-	$(GO) run ./catalog/cmd/catalogdocs -o catalog/README.md
+	$(GO) run ./hack/catalogdocs -o catalog/README.md
 
 ## rbac: regenerate the pod-grouper's read role from the catalog (kustomize tree and Helm chart)
 .PHONY: rbac
 rbac:
-	$(GO) run ./internal/rbacgen/cmd/rbacgen manifests/rbac/podgrouper-catalog-read.yaml manifests/helm/muster/templates/podgrouper-catalog-read.yaml
+	$(GO) run ./hack/rbacgen/cmd/rbacgen manifests/rbac/podgrouper-catalog-read.yaml manifests/helm/muster/templates/podgrouper-catalog-read.yaml
 
-## manifests: generate the Karta CRD from definition/types.go (controller-gen,
+## manifests: generate the Karta CRD from api/v1alpha1/types.go (controller-gen,
 ## pinned in hack/tools/go.mod) and copy the PodGroup CRD of the scheduler-plugins
 ## module we build against (a generated artifact of that dependency, header kept)
 CONTROLLER_GEN ?= $(BIN)/controller-gen
@@ -86,7 +86,7 @@ $(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum
 	cd hack/tools && $(GO) build -o $(abspath $(CONTROLLER_GEN)) sigs.k8s.io/controller-tools/cmd/controller-gen
 
 manifests: $(CONTROLLER_GEN) rbac
-	$(CONTROLLER_GEN) crd paths=./definition/... output:crd:artifacts:config=manifests/crds
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=manifests/crds
 	install -m 0644 "$$($(GO) list -m -f '{{.Dir}}' sigs.k8s.io/scheduler-plugins)/config/crd/bases/scheduling.x-k8s.io_podgroups.yaml" manifests/crds/
 
 clean:

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"github.com/muster-io/muster/definition"
 )
 
@@ -38,13 +39,13 @@ const SourcePrefix = "catalog/"
 
 // Embedded decodes every embedded definition, sorted by name. An error names
 // the file; it means the binary was built from a broken catalog.
-func Embedded() ([]*definition.Karta, error) {
+func Embedded() ([]*kartav1alpha1.Karta, error) {
 	names, err := fs.Glob(files, "*.yaml")
 	if err != nil {
 		return nil, err
 	}
 	sort.Strings(names)
-	out := make([]*definition.Karta, 0, len(names))
+	out := make([]*kartav1alpha1.Karta, 0, len(names))
 	for _, name := range names {
 		k, err := decodeFile(name)
 		if err != nil {
@@ -60,7 +61,7 @@ func EmbeddedFile(name string) ([]byte, error) {
 	return files.ReadFile(name + ".yaml")
 }
 
-func decodeFile(file string) (*definition.Karta, error) {
+func decodeFile(file string) (*kartav1alpha1.Karta, error) {
 	data, err := files.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("%s%s: %w", SourcePrefix, file, err)

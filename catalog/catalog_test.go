@@ -20,6 +20,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"github.com/muster-io/muster/definition"
 )
 
@@ -375,7 +376,7 @@ func TestCompleteness(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Embedded: %v", err)
 	}
-	byName := map[string]*definition.Karta{}
+	byName := map[string]*kartav1alpha1.Karta{}
 	for _, k := range kartas {
 		byName[k.Name] = k
 	}

@@ -18,8 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"github.com/muster-io/muster/definition"
-	"github.com/muster-io/muster/internal/schemacheck"
+	"github.com/muster-io/muster/definition/schemacheck"
 )
 
 // corpusDir is ../shared/corpus relative to the module root, or "" when it
@@ -280,7 +281,7 @@ type defPath struct {
 }
 
 // definitionPaths lists every jq expression of k with its field path.
-func definitionPaths(k *definition.Karta) []defPath {
+func definitionPaths(k *kartav1alpha1.Karta) []defPath {
 	var out []defPath
 	add := func(field string, s *string, onPod bool) {
 		if s != nil && strings.TrimSpace(*s) != "" {
@@ -288,7 +289,7 @@ func definitionPaths(k *definition.Karta) []defPath {
 		}
 	}
 	sd := k.Spec.StructureDefinition
-	comps := append([]definition.ComponentDefinition{sd.RootComponent}, sd.ChildComponents...)
+	comps := append([]kartav1alpha1.ComponentDefinition{sd.RootComponent}, sd.ChildComponents...)
 	for i, c := range comps {
 		f := fmt.Sprintf("childComponents[%d](%s)", i-1, c.Name)
 		if i == 0 {
@@ -320,7 +321,7 @@ func definitionPaths(k *definition.Karta) []defPath {
 			}
 			v := reflect.ValueOf(s.StatusMappings)
 			for j := range v.NumField() {
-				for m, sm := range v.Field(j).Interface().([]definition.StatusMatcher) {
+				for m, sm := range v.Field(j).Interface().([]kartav1alpha1.StatusMatcher) {
 					if sm.ByExpression != nil {
 						add(fmt.Sprintf("%s.statusDefinition.statusMappings.%s[%d]", f, v.Type().Field(j).Name, m), &sm.ByExpression.Expression, false)
 					}

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"github.com/muster-io/muster/definition"
 )
 
@@ -89,7 +90,7 @@ func NewRegistry(opts definition.Options) (*Registry, error) {
 }
 
 // compileEntry turns one Karta into an Entry, recording any problem in Err.
-func compileEntry(k *definition.Karta, origin Origin, source string, opts definition.Options) *Entry {
+func compileEntry(k *kartav1alpha1.Karta, origin Origin, source string, opts definition.Options) *Entry {
 	e := &Entry{Origin: origin, Source: source}
 	if k == nil {
 		e.Err = errors.New("definition is nil")
@@ -196,7 +197,7 @@ func (r *Registry) List() []Entry {
 // Karta is compiled on its own, so a broken one never affects the others.
 // Compilation happens before the lock is taken; readers keep the previous
 // snapshot until the new one is complete.
-func (r *Registry) SetCluster(kartas []*definition.Karta) []Entry {
+func (r *Registry) SetCluster(kartas []*kartav1alpha1.Karta) []Entry {
 	cluster := make([]*Entry, 0, len(kartas))
 	for _, k := range kartas {
 		name := ""

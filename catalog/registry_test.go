@@ -6,11 +6,12 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"github.com/muster-io/muster/definition"
 )
 
 // embeddedKarta returns a fresh copy of one embedded definition.
-func embeddedKarta(t *testing.T, name string) *definition.Karta {
+func embeddedKarta(t *testing.T, name string) *kartav1alpha1.Karta {
 	t.Helper()
 	data, err := EmbeddedFile(name)
 	if err != nil {
@@ -80,7 +81,7 @@ func TestRegistrySetCluster(t *testing.T) {
 
 	tests := []struct {
 		name      string
-		cluster   []*definition.Karta
+		cluster   []*kartav1alpha1.Karta
 		lookup    schema.GroupKind
 		wantName  string
 		wantOrig  Origin
@@ -89,21 +90,21 @@ func TestRegistrySetCluster(t *testing.T) {
 	}{
 		{
 			name:     "cluster overrides embedded for the same root kind",
-			cluster:  []*definition.Karta{override},
+			cluster:  []*kartav1alpha1.Karta{override},
 			lookup:   jobSetGK,
 			wantName: "jobset-site", wantOrig: OriginCluster,
 			wantValid: []string{"jobset-site"},
 		},
 		{
 			name:     "broken cluster definition reported, embedded still served",
-			cluster:  []*definition.Karta{broken},
+			cluster:  []*kartav1alpha1.Karta{broken},
 			lookup:   schema.GroupKind{Group: "ray.io", Kind: "RayCluster"},
 			wantName: "raycluster", wantOrig: OriginEmbedded,
 			wantErrs: []string{"raycluster-broken"},
 		},
 		{
 			name:     "a broken one does not affect the others",
-			cluster:  []*definition.Karta{broken, override, noRoot},
+			cluster:  []*kartav1alpha1.Karta{broken, override, noRoot},
 			lookup:   jobSetGK,
 			wantName: "jobset-site", wantOrig: OriginCluster,
 			wantErrs:  []string{"raycluster-broken", "no-root-kind"},
@@ -191,7 +192,7 @@ func TestRegistryConcurrent(t *testing.T) {
 	}
 	for i := range 50 {
 		if i%2 == 0 {
-			r.SetCluster([]*definition.Karta{override})
+			r.SetCluster([]*kartav1alpha1.Karta{override})
 		} else {
 			r.SetCluster(nil)
 		}

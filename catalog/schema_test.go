@@ -10,8 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
-	"github.com/muster-io/muster/definition"
-	"github.com/muster-io/muster/internal/schemacheck"
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
+	"github.com/muster-io/muster/definition/schemacheck"
 )
 
 // podSchema is what pod-side paths (pod selectors, gang keys and filters)
@@ -21,7 +21,7 @@ var podSchema = schemacheck.FromGoType(reflect.TypeFor[corev1.Pod]())
 // schemaProblems checks every path of k against root (the schema of the
 // root kind) or, for pod-side paths, against the Pod, with the same checker
 // "muster validate --crd" uses, and describes each field that cannot exist.
-func schemaProblems(k *definition.Karta, root *apiextensionsv1.JSONSchemaProps) []string {
+func schemaProblems(k *kartav1alpha1.Karta, root *apiextensionsv1.JSONSchemaProps) []string {
 	rootKind := k.Spec.StructureDefinition.RootComponent.Kind.Kind
 	var out []string
 	for _, p := range definitionPaths(k) {

@@ -2,36 +2,12 @@ package definition
 
 import (
 	"errors"
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-)
-
-// Names on the wire shared by the pod-grouper, the plugin and the CLI
-// (shared/DESIGN.md section 4). Change a key here and in the design together.
-const (
-	// LabelPodGroup on a pod names the scheduler-plugins PodGroup it belongs to.
-	LabelPodGroup = "scheduling.x-k8s.io/pod-group"
-	// AnnotationGang on a pod ("none") says it is scheduled alone; on a
-	// workload ("off") it opts the workload out of gang scheduling.
-	AnnotationGang = "muster.io/gang"
-	// AnnotationGangReason on a pod says why it is scheduled alone.
-	AnnotationGangReason = "muster.io/gang-reason"
-	// AnnotationMinMember on a workload overrides the definition's min-member.
-	AnnotationMinMember = "muster.io/min-member"
-	// AnnotationTopologyRequired / Preferred on a workload or PodGroup name a
-	// node label key whose domain all members share.
-	AnnotationTopologyRequired  = "muster.io/topology-required"
-	AnnotationTopologyPreferred = "muster.io/topology-preferred"
-	// PodGroup labels naming where a gang comes from.
-	LabelWorkloadKind = "muster.io/workload-kind"
-	LabelWorkloadName = "muster.io/workload-name"
-	LabelDefinition   = "muster.io/definition"
-
-	GangNone = "none"
-	GangOff  = "off"
 )
 
 // DefaultGPUResourceNames are the extended resources counted as GPUs unless
@@ -96,7 +72,7 @@ type Status struct {
 	Phase      string
 	Conditions []Condition
 	// Statuses matched, in the order of the vocabulary; [Undefined] when none.
-	Statuses []ResourceStatus
+	Statuses []kartav1alpha1.ResourceStatus
 }
 
 // Condition is one condition read through conditionsDefinition.
@@ -156,7 +132,7 @@ type TemplatePatch struct {
 // safe for concurrent use: compiled expressions are only run, never changed,
 // and the per-object cache is guarded by a mutex.
 type Compiled struct {
-	karta *Karta
+	karta *kartav1alpha1.Karta
 	opts  Options
 
 	name    string
@@ -189,7 +165,7 @@ type Compiled struct {
 }
 
 // Definition returns the definition compiled.
-func (c *Compiled) Definition() *Karta { return c.karta }
+func (c *Compiled) Definition() *kartav1alpha1.Karta { return c.karta }
 
 // RootGVK is the root component's kind.
 func (c *Compiled) RootGVK() schema.GroupVersionKind { return c.rootGVK }

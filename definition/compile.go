@@ -3,6 +3,7 @@ package definition
 import (
 	"errors"
 	"fmt"
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"time"
 
 	"github.com/itchyny/gojq"
@@ -33,7 +34,7 @@ func (o Options) withDefaults() Options {
 
 // component is one compiled component.
 type component struct {
-	def      *ComponentDefinition
+	def      *kartav1alpha1.ComponentDefinition
 	name     string
 	fp       *field.Path
 	parent   int // index in Compiled.comps; -1 for the root
@@ -75,7 +76,7 @@ type fragExprs struct {
 // Compile validates k and compiles every expression once. The error, when
 // validation fails, is a *ValidationError listing every problem. The
 // returned *Compiled is safe for concurrent use.
-func Compile(k *Karta, opts Options) (*Compiled, error) {
+func Compile(k *kartav1alpha1.Karta, opts Options) (*Compiled, error) {
 	c, errs := build(k, opts)
 	if len(errs) > 0 {
 		name := ""
@@ -90,7 +91,7 @@ func Compile(k *Karta, opts Options) (*Compiled, error) {
 // Validate checks k and returns every problem with its field path. A
 // definition that validates compiles: Validate compiles every expression
 // too, so that a jq typo (an unknown function) is found here.
-func Validate(k *Karta) field.ErrorList {
+func Validate(k *kartav1alpha1.Karta) field.ErrorList {
 	_, errs := build(k, Options{})
 	return errs
 }
@@ -202,7 +203,7 @@ func newWriteTarget(e *expr, fieldName string, needBase bool, suffix ...any) wri
 	return t
 }
 
-func build(k *Karta, opts Options) (*Compiled, field.ErrorList) {
+func build(k *kartav1alpha1.Karta, opts Options) (*Compiled, field.ErrorList) {
 	if k == nil {
 		return nil, field.ErrorList{field.Required(field.NewPath("spec"), "no definition")}
 	}

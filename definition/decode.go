@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"io"
 	"math"
 	"reflect"
@@ -16,14 +17,14 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
-	"github.com/muster-io/muster/internal/editdistance"
+	"github.com/muster-io/muster/internal/closest"
 )
 
 // Decode reads one definition (YAML or JSON) strictly: unknown fields,
 // values of the wrong type, a wrong apiVersion or kind are errors that name
 // the field path (a *ValidationError). Broken YAML is an error naming the
 // line. Decode does not validate the definition's rules; Compile does.
-func Decode(data []byte) (*Karta, error) {
+func Decode(data []byte) (*kartav1alpha1.Karta, error) {
 	j, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
 		return nil, fmt.Errorf("decode definition: %s", strings.TrimPrefix(err.Error(), "error converting YAML to JSON: "))
@@ -33,9 +34,9 @@ func Decode(data []byte) (*Karta, error) {
 
 // DecodeAll reads every document of a multi-document YAML stream; empty
 // documents are skipped. An error names the document (1-based).
-func DecodeAll(data []byte) ([]*Karta, error) {
+func DecodeAll(data []byte) ([]*kartav1alpha1.Karta, error) {
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	var out []*Karta
+	var out []*kartav1alpha1.Karta
 	for n := 1; ; n++ {
 		doc, err := r.Read()
 		if errors.Is(err, io.EOF) {
@@ -59,16 +60,16 @@ func DecodeAll(data []byte) ([]*Karta, error) {
 	}
 }
 
-var kartaType = reflect.TypeFor[Karta]()
+var kartaType = reflect.TypeFor[kartav1alpha1.Karta]()
 
-func decodeJSON(j []byte) (*Karta, error) {
+func decodeJSON(j []byte) (*kartav1alpha1.Karta, error) {
 	var raw any
 	if err := json.Unmarshal(j, &raw); err != nil {
 		return nil, fmt.Errorf("decode definition: %w", err)
 	}
 	m, ok := raw.(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("decode definition: want an object with apiVersion %s and kind %s, got %s", APIVersion, Kind, jsonType(raw))
+		return nil, fmt.Errorf("decode definition: want an object with apiVersion %s and kind %s, got %s", kartav1alpha1.APIVersion, kartav1alpha1.Kind, jsonType(raw))
 	}
 	name := ""
 	if md, ok := m["metadata"].(map[string]any); ok {
@@ -77,18 +78,18 @@ func decodeJSON(j []byte) (*Karta, error) {
 	var errs field.ErrorList
 	switch av := m["apiVersion"].(type) {
 	case nil:
-		errs = append(errs, field.Required(field.NewPath("apiVersion"), "must be "+APIVersion))
+		errs = append(errs, field.Required(field.NewPath("apiVersion"), "must be "+kartav1alpha1.APIVersion))
 	case string:
-		if av != APIVersion {
-			errs = append(errs, field.Invalid(field.NewPath("apiVersion"), av, "must be "+APIVersion))
+		if av != kartav1alpha1.APIVersion {
+			errs = append(errs, field.Invalid(field.NewPath("apiVersion"), av, "must be "+kartav1alpha1.APIVersion))
 		}
 	}
 	switch kd := m["kind"].(type) {
 	case nil:
-		errs = append(errs, field.Required(field.NewPath("kind"), "must be "+Kind))
+		errs = append(errs, field.Required(field.NewPath("kind"), "must be "+kartav1alpha1.Kind))
 	case string:
-		if kd != Kind {
-			errs = append(errs, field.Invalid(field.NewPath("kind"), kd, "must be "+Kind))
+		if kd != kartav1alpha1.Kind {
+			errs = append(errs, field.Invalid(field.NewPath("kind"), kd, "must be "+kartav1alpha1.Kind))
 		}
 	}
 	errs = append(errs, checkShape(raw, kartaType, nil)...)
@@ -100,7 +101,7 @@ func decodeJSON(j []byte) (*Karta, error) {
 	// does not model.
 	dec := json.NewDecoder(bytes.NewReader(j))
 	dec.DisallowUnknownFields()
-	var k Karta
+	var k kartav1alpha1.Karta
 	if err := dec.Decode(&k); err != nil {
 		return nil, fmt.Errorf("decode definition %q: %w", name, err)
 	}
@@ -234,7 +235,7 @@ func unknownField(p *field.Path, name string, known map[string]reflect.Type) *fi
 	detail := "unknown field"
 	best, bestD := "", 4
 	for k := range known {
-		if d := editdistance.Levenshtein(strings.ToLower(name), strings.ToLower(k)); d < bestD || (d == bestD && k < best) {
+		if d := closest.Levenshtein(strings.ToLower(name), strings.ToLower(k)); d < bestD || (d == bestD && k < best) {
 			best, bestD = k, d
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/muster-io/muster/api"
 	"math"
 	"strconv"
 	"sync"
@@ -104,23 +105,23 @@ func (c *Compiled) plan(ctx context.Context, root *unstructured.Unstructured) (*
 // overrides reads the workload annotations that change gangs.
 func overrides(root *unstructured.Unstructured, p *rootPlan) error {
 	ann := root.GetAnnotations()
-	if v, ok := ann[AnnotationGang]; ok {
-		if v != GangOff {
-			return fmt.Errorf("workload annotation %s: %q: the only value is %q (opt out of gang scheduling)", AnnotationGang, v, GangOff)
+	if v, ok := ann[api.AnnotationGang]; ok {
+		if v != api.GangOff {
+			return fmt.Errorf("workload annotation %s: %q: the only value is %q (opt out of gang scheduling)", api.AnnotationGang, v, api.GangOff)
 		}
 		p.off = true
 	}
-	if v, ok := ann[AnnotationMinMember]; ok {
+	if v, ok := ann[api.AnnotationMinMember]; ok {
 		n, err := strconv.ParseInt(v, 10, 32)
 		if err != nil || n <= 0 {
-			return fmt.Errorf("workload annotation %s: %q: must be a positive integer", AnnotationMinMember, v)
+			return fmt.Errorf("workload annotation %s: %q: must be a positive integer", api.AnnotationMinMember, v)
 		}
 		p.minMember = int32(n)
 	}
 	for _, a := range []struct {
 		key string
 		dst *string
-	}{{AnnotationTopologyRequired, &p.topologyRequired}, {AnnotationTopologyPreferred, &p.topologyPreferred}} {
+	}{{api.AnnotationTopologyRequired, &p.topologyRequired}, {api.AnnotationTopologyPreferred, &p.topologyPreferred}} {
 		v, ok := ann[a.key]
 		if !ok {
 			continue
@@ -140,7 +141,7 @@ func (c *Compiled) gangsOf(root *unstructured.Unstructured) []*gangDef {
 	if len(c.gangs) > 0 {
 		return c.gangs
 	}
-	if _, ok := root.GetAnnotations()[AnnotationMinMember]; ok && c.overrideGang != nil {
+	if _, ok := root.GetAnnotations()[api.AnnotationMinMember]; ok && c.overrideGang != nil {
 		return []*gangDef{c.overrideGang}
 	}
 	return nil
@@ -259,7 +260,7 @@ func (c *Compiled) scopeOf(v *view, ci, j, scope int) (int, int64, error) {
 // The rules are in the package documentation ("Gangs").
 func (c *Compiled) GangForPod(ctx context.Context, root *unstructured.Unstructured, pod *corev1.Pod) (*Gang, error) {
 	gangs := c.gangsOf(root)
-	if len(gangs) == 0 || root.GetAnnotations()[AnnotationGang] == GangOff {
+	if len(gangs) == 0 || root.GetAnnotations()[api.AnnotationGang] == api.GangOff {
 		return nil, nil
 	}
 	pm, ci, match, err := c.matchPodMemo(ctx, pod)

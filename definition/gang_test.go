@@ -2,6 +2,7 @@ package definition
 
 import (
 	"errors"
+	"github.com/muster-io/muster/api"
 	"strconv"
 	"strings"
 	"testing"
@@ -105,40 +106,40 @@ func TestGangForPod(t *testing.T) {
 		},
 		{
 			name: "min-member override below the definition scales resources down",
-			def:  jobsetDef, obj: &objSpec{y: jobsetObj, ann: []string{AnnotationMinMember, "1"}}, pod: jsWorker,
+			def:  jobsetDef, obj: &objSpec{y: jobsetObj, ann: []string{api.AnnotationMinMember, "1"}}, pod: jsWorker,
 			want: &gangSummary{Definition: "jobset", MinMember: 1,
 				Resources: map[string]int64{"nvidia.com/gpu": 4000, "cpu": 1334, "memory": 715827883 * 1000}, Members: []string{"replicatedjob"}, Overridden: true},
 		},
 		{
 			name: "min-member override above keeps the definition's resources",
-			def:  lwsDef, obj: &objSpec{y: lwsObj, ann: []string{AnnotationMinMember, "6"}}, pod: lwsWorker,
+			def:  lwsDef, obj: &objSpec{y: lwsObj, ann: []string{api.AnnotationMinMember, "6"}}, pod: lwsWorker,
 			want: &gangSummary{Definition: "group", Keys: []string{"1"}, MinMember: 6,
 				Resources: map[string]int64{"nvidia.com/gpu": 32000}, Members: []string{"leader", "worker"}, Overridden: true},
 		},
 		{
 			name: "topology annotations replace the definition's",
-			def:  rayDef, obj: &objSpec{y: rayObj, ann: []string{AnnotationTopologyRequired, "rack", AnnotationTopologyPreferred, "example.com/block"}}, pod: rayHead,
+			def:  rayDef, obj: &objSpec{y: rayObj, ann: []string{api.AnnotationTopologyRequired, "rack", api.AnnotationTopologyPreferred, "example.com/block"}}, pod: rayHead,
 			want: &gangSummary{Definition: "raycluster", MinMember: 3,
 				Resources: map[string]int64{"nvidia.com/gpu": 2000, "cpu": 2000}, Members: []string{"head", "workers"},
 				TopologyRequired: "rack", TopologyPreferred: "example.com/block"},
 		},
 		{
 			name: "opted-out workload has no gang",
-			def:  jobsetDef, obj: &objSpec{y: jobsetObj, ann: []string{AnnotationGang, GangOff}}, pod: jsWorker,
+			def:  jobsetDef, obj: &objSpec{y: jobsetObj, ann: []string{api.AnnotationGang, api.GangOff}}, pod: jsWorker,
 		},
 		{
 			name: "bad min-member annotation names it",
-			def:  jobsetDef, obj: &objSpec{y: jobsetObj, ann: []string{AnnotationMinMember, "zero"}}, pod: jsWorker,
+			def:  jobsetDef, obj: &objSpec{y: jobsetObj, ann: []string{api.AnnotationMinMember, "zero"}}, pod: jsWorker,
 			wantErr: `workload annotation muster.io/min-member: "zero": must be a positive integer`,
 		},
 		{
 			name: "negative min-member annotation",
-			def:  jobsetDef, obj: &objSpec{y: jobsetObj, ann: []string{AnnotationMinMember, "-2"}}, pod: jsWorker,
+			def:  jobsetDef, obj: &objSpec{y: jobsetObj, ann: []string{api.AnnotationMinMember, "-2"}}, pod: jsWorker,
 			wantErr: `must be a positive integer`,
 		},
 		{
 			name: "unknown gang annotation value",
-			def:  jobsetDef, obj: &objSpec{y: jobsetObj, ann: []string{AnnotationGang, "no"}}, pod: jsWorker,
+			def:  jobsetDef, obj: &objSpec{y: jobsetObj, ann: []string{api.AnnotationGang, "no"}}, pod: jsWorker,
 			wantErr: `workload annotation muster.io/gang: "no"`,
 		},
 		{
@@ -283,8 +284,8 @@ func TestGangPlans(t *testing.T) {
 		{"per group", lwsDef, &objSpec{y: lwsObj}, []string{"group:2x4 gpu=32"}},
 		{"whole workload", wholeLWS, &objSpec{y: lwsObj}, []string{"group:1x8 gpu=64"}},
 		{"replicated jobs", jobsetDef, &objSpec{y: jobsetObj}, []string{"jobset:1x3 gpu=12"}},
-		{"override", jobsetDef, &objSpec{y: jobsetObj, ann: []string{AnnotationMinMember, "2"}}, []string{"jobset:1x2 gpu=8"}},
-		{"opted out", jobsetDef, &objSpec{y: jobsetObj, ann: []string{AnnotationGang, GangOff}}, nil},
+		{"override", jobsetDef, &objSpec{y: jobsetObj, ann: []string{api.AnnotationMinMember, "2"}}, []string{"jobset:1x2 gpu=8"}},
+		{"opted out", jobsetDef, &objSpec{y: jobsetObj, ann: []string{api.AnnotationGang, api.GangOff}}, nil},
 		{"head and workers", rayDef, &objSpec{y: rayObj}, []string{"raycluster:1x3 gpu=2"}},
 	}
 	for _, tc := range tests {

@@ -2,6 +2,7 @@ package definition
 
 import (
 	"context"
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"strings"
 	"testing"
 	"time"
@@ -207,7 +208,7 @@ spec:
           containers: [{name: w, image: ray:2, resources: {requests: {cpu: "4"}}}]
 `
 
-func decodeT(t testing.TB, s string) *Karta {
+func decodeT(t testing.TB, s string) *kartav1alpha1.Karta {
 	t.Helper()
 	k, err := Decode([]byte(s))
 	if err != nil {

@@ -3,6 +3,7 @@ package definition
 import (
 	"context"
 	"fmt"
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -20,7 +21,7 @@ func (c *Compiled) Status(ctx context.Context, obj *unstructured.Unstructured) (
 	st := &Status{}
 	sd := c.status
 	if sd == nil {
-		st.Statuses = []ResourceStatus{StatusUndefined}
+		st.Statuses = []kartav1alpha1.ResourceStatus{kartav1alpha1.StatusUndefined}
 		return st, nil
 	}
 	root := toJQ(obj.Object)
@@ -73,7 +74,7 @@ func (c *Compiled) Status(ctx context.Context, obj *unstructured.Unstructured) (
 		}
 	}
 	if len(st.Statuses) == 0 {
-		st.Statuses = []ResourceStatus{StatusUndefined}
+		st.Statuses = []kartav1alpha1.ResourceStatus{kartav1alpha1.StatusUndefined}
 	}
 	return st, nil
 }

@@ -1,6 +1,7 @@
 package definition
 
 import (
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"strings"
 	"testing"
 
@@ -33,17 +34,17 @@ func TestStatus(t *testing.T) {
 	tests := []struct {
 		name   string
 		status string
-		want   []ResourceStatus
+		want   []kartav1alpha1.ResourceStatus
 		phase  string
 	}{
-		{"nothing matches", "status: {}", []ResourceStatus{StatusUndefined}, ""},
-		{"phase case-insensitive", "status: {phase: Pending}", []ResourceStatus{StatusInitializing}, "Pending"},
-		{"phase and condition both needed", "status: {phase: Running}", []ResourceStatus{StatusUndefined}, "Running"},
-		{"phase and condition, boolean status", "status: {phase: Running, conds: [{kind: Ready, ok: true}]}", []ResourceStatus{StatusRunning}, "Running"},
-		{"second matcher ORed", "status: {active: 3}", []ResourceStatus{StatusRunning}, ""},
-		{"reason must match", "status: {conds: [{kind: Failed, ok: 'True', why: OOM}]}", []ResourceStatus{StatusUndefined}, ""},
+		{"nothing matches", "status: {}", []kartav1alpha1.ResourceStatus{kartav1alpha1.StatusUndefined}, ""},
+		{"phase case-insensitive", "status: {phase: Pending}", []kartav1alpha1.ResourceStatus{kartav1alpha1.StatusInitializing}, "Pending"},
+		{"phase and condition both needed", "status: {phase: Running}", []kartav1alpha1.ResourceStatus{kartav1alpha1.StatusUndefined}, "Running"},
+		{"phase and condition, boolean status", "status: {phase: Running, conds: [{kind: Ready, ok: true}]}", []kartav1alpha1.ResourceStatus{kartav1alpha1.StatusRunning}, "Running"},
+		{"second matcher ORed", "status: {active: 3}", []kartav1alpha1.ResourceStatus{kartav1alpha1.StatusRunning}, ""},
+		{"reason must match", "status: {conds: [{kind: Failed, ok: 'True', why: OOM}]}", []kartav1alpha1.ResourceStatus{kartav1alpha1.StatusUndefined}, ""},
 		{"several statuses in vocabulary order", "spec: {suspend: true}\nstatus: {conds: [{kind: Failed, ok: 'True', why: Crash}, {kind: Ready, ok: 'False'}]}",
-			[]ResourceStatus{StatusFailed, StatusDegraded, StatusSuspended}, ""},
+			[]kartav1alpha1.ResourceStatus{kartav1alpha1.StatusFailed, kartav1alpha1.StatusDegraded, kartav1alpha1.StatusSuspended}, ""},
 	}
 	c := compileT(t, statusKarta)
 	for _, tc := range tests {
@@ -81,12 +82,12 @@ func TestStatusConditionsAndErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]ResourceStatus{StatusRunning}, st.Statuses); diff != "" {
+	if diff := cmp.Diff([]kartav1alpha1.ResourceStatus{kartav1alpha1.StatusRunning}, st.Statuses); diff != "" {
 		t.Errorf("jobset statuses (-want, +got):\n%s", diff)
 	}
 	// Without a statusDefinition, always Undefined.
 	st, err = compileT(t, minimal).Status(ctxT, objT(t, jobsetObj))
-	if err != nil || len(st.Statuses) != 1 || st.Statuses[0] != StatusUndefined {
+	if err != nil || len(st.Statuses) != 1 || st.Statuses[0] != kartav1alpha1.StatusUndefined {
 		t.Fatalf("got %v %v", st, err)
 	}
 }

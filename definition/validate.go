@@ -2,6 +2,7 @@ package definition
 
 import (
 	"fmt"
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -16,7 +17,7 @@ var structurePath = field.NewPath("spec", "structureDefinition")
 func (b *builder) components() {
 	k := b.c.karta
 	sd := &k.Spec.StructureDefinition
-	defs := []*ComponentDefinition{&sd.RootComponent}
+	defs := []*kartav1alpha1.ComponentDefinition{&sd.RootComponent}
 	paths := []*field.Path{structurePath.Child("rootComponent")}
 	for i := range sd.ChildComponents {
 		defs = append(defs, &sd.ChildComponents[i])
@@ -118,7 +119,7 @@ func (b *builder) components() {
 }
 
 // kind checks a group/version/kind.
-func (b *builder) kind(fp *field.Path, k *GroupVersionKind) {
+func (b *builder) kind(fp *field.Path, k *kartav1alpha1.GroupVersionKind) {
 	if k.Version == "" {
 		b.add(field.Required(fp.Child("version"), "a kind needs its API version"))
 	}
@@ -199,7 +200,7 @@ func (b *builder) component(i int, comp *component) {
 	}
 }
 
-func (b *builder) specDefinition(fp *field.Path, sd *SpecDefinition, comp *component) {
+func (b *builder) specDefinition(fp *field.Path, sd *kartav1alpha1.SpecDefinition, comp *component) {
 	shapes := 0
 	if sd.PodTemplateSpecPath != nil {
 		shapes++
@@ -248,7 +249,7 @@ func (b *builder) specDefinition(fp *field.Path, sd *SpecDefinition, comp *compo
 		priorityClassName: b.optExpr(ff.Child("priorityClassNamePath"), f.PriorityClassNamePath),
 		image:             b.optExpr(ff.Child("imagePath"), f.ImagePath),
 	}
-	if *f == (FragmentedPodSpecDefinition{}) {
+	if *f == (kartav1alpha1.FragmentedPodSpecDefinition{}) {
 		b.add(field.Required(ff, "set at least one path"))
 	}
 	s.frag = fe
@@ -270,18 +271,18 @@ type statusDef struct {
 
 type matcherDef struct {
 	byPhase      string
-	byConditions []ExpectedCondition
+	byConditions []kartav1alpha1.ExpectedCondition
 	expr         *expr
 	expected     string
 }
 
 // statusOrder is the order of the shared vocabulary in Status.Statuses.
-var statusOrder = [...]ResourceStatus{
-	StatusInitializing, StatusRunning, StatusCompleted, StatusFailed,
-	StatusDegraded, StatusSuspended, StatusSuspending, StatusResuming,
+var statusOrder = [...]kartav1alpha1.ResourceStatus{
+	kartav1alpha1.StatusInitializing, kartav1alpha1.StatusRunning, kartav1alpha1.StatusCompleted, kartav1alpha1.StatusFailed,
+	kartav1alpha1.StatusDegraded, kartav1alpha1.StatusSuspended, kartav1alpha1.StatusSuspending, kartav1alpha1.StatusResuming,
 }
 
-func (b *builder) statusDefinition(fp *field.Path, sd *StatusDefinition) *statusDef {
+func (b *builder) statusDefinition(fp *field.Path, sd *kartav1alpha1.StatusDefinition) *statusDef {
 	s := &statusDef{typeField: "type", statusField: "status", messageField: "message", reasonField: "reason"}
 	if pd := sd.PhaseDefinition; pd != nil {
 		s.phase = b.compileExpr(fp.Child("phaseDefinition", "path"), pd.Path, true)
@@ -302,7 +303,7 @@ func (b *builder) statusDefinition(fp *field.Path, sd *StatusDefinition) *status
 		}
 	}
 	m := &sd.StatusMappings
-	lists := [len(statusOrder)][]StatusMatcher{m.Initializing, m.Running, m.Completed, m.Failed, m.Degraded, m.Suspended, m.Suspending, m.Resuming}
+	lists := [len(statusOrder)][]kartav1alpha1.StatusMatcher{m.Initializing, m.Running, m.Completed, m.Failed, m.Degraded, m.Suspended, m.Suspending, m.Resuming}
 	for si, list := range lists {
 		lp := fp.Child("statusMappings", strings.ToLower(string(statusOrder[si][:1]))+string(statusOrder[si][1:]))
 		for j, sm := range list {
@@ -496,7 +497,7 @@ func (b *builder) overrideGang() {
 	b.c.overrideGang = g
 }
 
-func (b *builder) topology(fp *field.Path, t *TopologyConstraint) {
+func (b *builder) topology(fp *field.Path, t *kartav1alpha1.TopologyConstraint) {
 	for _, f := range []struct{ name, v string }{{"requiredTopologyLevel", t.RequiredTopologyLevel}, {"preferredTopologyLevel", t.PreferredTopologyLevel}} {
 		if f.v == "" {
 			continue

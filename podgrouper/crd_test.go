@@ -25,7 +25,7 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// TestKartaCRDUpToDate regenerates the Karta CRD from definition/types.go
+// TestKartaCRDUpToDate regenerates the Karta CRD from api/v1alpha1/types.go
 // with the pinned controller-gen and compares it with the shipped file, so
 // a type change without `make manifests` fails here.
 func TestKartaCRDUpToDate(t *testing.T) {
@@ -43,7 +43,7 @@ func TestKartaCRDUpToDate(t *testing.T) {
 		t.Skipf("controller-gen (hack/tools/go.mod) cannot be built offline, so the CRD drift check cannot run: %v\n%s", err, out)
 	}
 	out := filepath.Join(tmp, "crds")
-	gen := exec.Command(bin, "crd", "paths=./definition/...", "output:crd:artifacts:config="+out)
+	gen := exec.Command(bin, "crd", "paths=./api/...", "output:crd:artifacts:config="+out)
 	gen.Dir = root
 	if msg, err := gen.CombinedOutput(); err != nil {
 		t.Fatalf("controller-gen: %v\n%s", err, msg)
@@ -57,7 +57,7 @@ func TestKartaCRDUpToDate(t *testing.T) {
 		t.Fatalf("%v; run make manifests", err)
 	}
 	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("manifests/crds/run.ai_kartas.yaml is out of date with definition/types.go; run make manifests (-generated +shipped):\n%s", diff)
+		t.Errorf("manifests/crds/run.ai_kartas.yaml is out of date with api/v1alpha1/types.go; run make manifests (-generated +shipped):\n%s", diff)
 	}
 }
 

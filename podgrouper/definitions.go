@@ -7,13 +7,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"github.com/muster-io/muster/definition"
 )
 
 // Grouper is what the pod-grouper needs from a compiled definition;
 // *definition.Compiled implements it.
 type Grouper interface {
-	Definition() *definition.Karta
+	Definition() *kartav1alpha1.Karta
 	GangForPod(ctx context.Context, root *unstructured.Unstructured, pod *corev1.Pod) (*definition.Gang, error)
 }
 
@@ -44,7 +45,7 @@ type Definitions interface {
 	Broken(gk schema.GroupKind) (*Entry, bool)
 	// SetCluster replaces the cluster definitions atomically and returns
 	// one entry per Karta, Err set on the broken ones.
-	SetCluster(kartas []*definition.Karta) []Entry
+	SetCluster(kartas []*kartav1alpha1.Karta) []Entry
 	// Generation changes whenever the set of definitions changes.
 	Generation() int64
 }

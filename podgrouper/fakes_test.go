@@ -25,6 +25,7 @@ import (
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	pgfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
 
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"github.com/muster-io/muster/definition"
 )
 
@@ -48,7 +49,7 @@ var (
 
 // fakeGrouper answers GangForPod from a table keyed by pod name.
 type fakeGrouper struct {
-	karta *definition.Karta
+	karta *kartav1alpha1.Karta
 	gangs map[string]*definition.Gang
 	errs  map[string]error
 	calls int
@@ -57,7 +58,7 @@ type fakeGrouper struct {
 	lastRoot *unstructured.Unstructured
 }
 
-func (g *fakeGrouper) Definition() *definition.Karta { return g.karta }
+func (g *fakeGrouper) Definition() *kartav1alpha1.Karta { return g.karta }
 func (g *fakeGrouper) GangForPod(_ context.Context, root *unstructured.Unstructured, pod *corev1.Pod) (*definition.Gang, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -69,15 +70,15 @@ func (g *fakeGrouper) GangForPod(_ context.Context, root *unstructured.Unstructu
 	return g.gangs[pod.Name], nil
 }
 
-func karta(name, root string, gangs ...string) *definition.Karta {
-	k := &definition.Karta{ObjectMeta: metav1.ObjectMeta{Name: name}}
+func karta(name, root string, gangs ...string) *kartav1alpha1.Karta {
+	k := &kartav1alpha1.Karta{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	k.Spec.StructureDefinition.RootComponent.Name = root
 	if len(gangs) > 0 {
-		gs := &definition.GangSchedulingInstruction{}
+		gs := &kartav1alpha1.GangSchedulingInstruction{}
 		for _, g := range gangs {
-			gs.PodGroups = append(gs.PodGroups, definition.PodGroupDefinition{Name: g})
+			gs.PodGroups = append(gs.PodGroups, kartav1alpha1.PodGroupDefinition{Name: g})
 		}
-		k.Spec.OptimizationInstructions = &definition.OptimizationInstructions{GangScheduling: gs}
+		k.Spec.OptimizationInstructions = &kartav1alpha1.OptimizationInstructions{GangScheduling: gs}
 	}
 	return k
 }
@@ -88,7 +89,7 @@ type fakeDefs struct {
 	valid   map[schema.GroupKind]*Entry
 	broken  map[schema.GroupKind]*Entry
 	gen     int64
-	cluster []*definition.Karta
+	cluster []*kartav1alpha1.Karta
 	result  []Entry
 }
 
@@ -104,7 +105,7 @@ func (d *fakeDefs) Broken(gk schema.GroupKind) (*Entry, bool) {
 	e, ok := d.broken[gk]
 	return e, ok
 }
-func (d *fakeDefs) SetCluster(k []*definition.Karta) []Entry {
+func (d *fakeDefs) SetCluster(k []*kartav1alpha1.Karta) []Entry {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.cluster = k

@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
-	"github.com/muster-io/muster/definition"
+	"github.com/muster-io/muster/api"
 )
 
 // ours is the pod filter: pods (or tombstones of pods) whose scheduler is one
@@ -59,7 +59,7 @@ func (c *Controller) updatePod(oldObj, newObj any) {
 }
 
 // ourKeys are the pod labels and annotations the pod-grouper writes.
-var ourKeys = []string{definition.LabelPodGroup, definition.AnnotationGang, definition.AnnotationGangReason}
+var ourKeys = []string{api.LabelPodGroup, api.AnnotationGang, api.AnnotationGangReason}
 
 func withoutOurKeys(m map[string]string) map[string]string {
 	out := maps.Clone(m)
@@ -71,7 +71,7 @@ func withoutOurKeys(m map[string]string) map[string]string {
 
 // ourMarks is what the pod carries of the keys the pod-grouper writes.
 func ourMarks(p *corev1.Pod) string {
-	return p.Labels[definition.LabelPodGroup] + "\x00" + p.Annotations[definition.AnnotationGang] + "\x00" + p.Annotations[definition.AnnotationGangReason]
+	return p.Labels[api.LabelPodGroup] + "\x00" + p.Annotations[api.AnnotationGang] + "\x00" + p.Annotations[api.AnnotationGangReason]
 }
 
 // deletePod forgets the pod; nothing is written for a deleted pod (its
@@ -142,7 +142,7 @@ func indexByPodGroup(obj any) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	if v := pod.Labels[definition.LabelPodGroup]; v != "" {
+	if v := pod.Labels[api.LabelPodGroup]; v != "" {
 		return []string{pod.Namespace + "/" + v}, nil
 	}
 	return nil, nil

@@ -8,7 +8,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
-	"github.com/muster-io/muster/definition"
+	"github.com/muster-io/muster/api"
 )
 
 func TestPodHandlers(t *testing.T) {
@@ -28,8 +28,8 @@ func TestPodHandlers(t *testing.T) {
 		{"owner", func(p *corev1.Pod) { p.OwnerReferences = []metav1.OwnerReference{ownerRef(job)} }, true},
 		{"scheduling group", func(p *corev1.Pod) { p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{} }, true},
 		{"deleting", func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} }, true},
-		{"our own label write", func(p *corev1.Pod) { p.Labels[definition.LabelPodGroup] = "mine" }, false},
-		{"pod-group label set by someone else", func(p *corev1.Pod) { p.Labels[definition.LabelPodGroup] = "theirs" }, true},
+		{"our own label write", func(p *corev1.Pod) { p.Labels[api.LabelPodGroup] = "mine" }, false},
+		{"pod-group label set by someone else", func(p *corev1.Pod) { p.Labels[api.LabelPodGroup] = "theirs" }, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -37,7 +37,7 @@ func TestPodHandlers(t *testing.T) {
 				queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())}
 			defer c.queue.ShutDown()
 			mine := base.DeepCopy()
-			mine.Labels[definition.LabelPodGroup] = "mine"
+			mine.Labels[api.LabelPodGroup] = "mine"
 			c.written.Store(base.UID, ourMarks(mine))
 			n := base.DeepCopy()
 			tc.mut(n)

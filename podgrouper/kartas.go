@@ -22,11 +22,12 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"github.com/muster-io/muster/definition"
 )
 
 // KartaResource is the cluster resource of workload definitions.
-var KartaResource = schema.GroupVersionResource{Group: definition.Group, Version: definition.Version, Resource: "kartas"}
+var KartaResource = schema.GroupVersionResource{Group: kartav1alpha1.Group, Version: kartav1alpha1.Version, Resource: "kartas"}
 
 // Karta status condition written for every cluster definition.
 const (
@@ -76,10 +77,10 @@ func newKartas(client dynamic.Interface, mapper meta.RESTMapper, defs Definition
 // definitions are used.
 func (k *kartas) start(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	if _, err := k.mapper.RESTMapping(schema.GroupKind{Group: definition.Group, Kind: definition.Kind}, definition.Version); err != nil {
+	if _, err := k.mapper.RESTMapping(schema.GroupKind{Group: kartav1alpha1.Group, Kind: kartav1alpha1.Kind}, kartav1alpha1.Version); err != nil {
 		if r, ok := k.mapper.(meta.ResettableRESTMapper); ok && meta.IsNoMatchError(err) {
 			r.Reset()
-			_, err = k.mapper.RESTMapping(schema.GroupKind{Group: definition.Group, Kind: definition.Kind}, definition.Version)
+			_, err = k.mapper.RESTMapping(schema.GroupKind{Group: kartav1alpha1.Group, Kind: kartav1alpha1.Kind}, kartav1alpha1.Version)
 		}
 		if err != nil {
 			logger.Info("Karta CRD not installed; using the embedded definitions only", "err", err)
@@ -149,7 +150,7 @@ func (k *kartas) worker(ctx context.Context) {
 func (k *kartas) apply(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	objs := k.informer.GetStore().List()
-	var decoded []*definition.Karta
+	var decoded []*kartav1alpha1.Karta
 	var prints []string
 	invalid := map[string]error{}
 	byName := map[string]*unstructured.Unstructured{}
@@ -205,7 +206,7 @@ func (k *kartas) apply(ctx context.Context) error {
 
 // decodeKarta decodes u strictly through the definition decoder, so an
 // unknown field is an error naming it.
-func decodeKarta(u *unstructured.Unstructured) (*definition.Karta, error) {
+func decodeKarta(u *unstructured.Unstructured) (*kartav1alpha1.Karta, error) {
 	c := u.DeepCopy()
 	// Status is ours, not part of the definition; metadata noise is dropped
 	// so the strict decoder sees only what the user wrote.

@@ -20,12 +20,13 @@ import (
 	clientfeaturestesting "k8s.io/client-go/features/testing"
 	"k8s.io/klog/v2/ktesting"
 
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"github.com/muster-io/muster/definition"
 )
 
 func kartaObject(name string, spec map[string]any) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": definition.APIVersion, "kind": definition.Kind,
+		"apiVersion": kartav1alpha1.APIVersion, "kind": kartav1alpha1.Kind,
 		"metadata": map[string]any{"name": name, "generation": int64(1), "uid": "uid-" + name},
 		"spec":     spec,
 	}}
@@ -75,7 +76,7 @@ func TestKartas(t *testing.T) {
 	}}
 	changes := 0
 	m := testMapper().(*meta.DefaultRESTMapper)
-	m.Add(schema.GroupVersionKind{Group: definition.Group, Version: definition.Version, Kind: definition.Kind}, meta.RESTScopeRoot)
+	m.Add(schema.GroupVersionKind{Group: kartav1alpha1.Group, Version: kartav1alpha1.Version, Kind: kartav1alpha1.Kind}, meta.RESTScopeRoot)
 	k := newKartas(dyn, m, defs, func() { changes++ })
 	// Informers stop with ctx; shutdown waits for them.
 	defer func() { cancel(); k.shutdown() }()

@@ -7,6 +7,7 @@ import (
 	"k8s.io/utils/ptr"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/muster-io/muster/api"
 	"github.com/muster-io/muster/definition"
 	"github.com/muster-io/muster/internal/naming"
 )
@@ -20,9 +21,9 @@ func desiredPodGroup(name, namespace string, root *unstructured.Unstructured, de
 			Name:      name,
 			Namespace: namespace,
 			Labels: map[string]string{
-				definition.LabelWorkloadKind: naming.LabelValue(root.GetKind()),
-				definition.LabelWorkloadName: naming.LabelValue(root.GetName()),
-				definition.LabelDefinition:   naming.LabelValue(defName),
+				api.LabelWorkloadKind: naming.LabelValue(root.GetKind()),
+				api.LabelWorkloadName: naming.LabelValue(root.GetName()),
+				api.LabelDefinition:   naming.LabelValue(defName),
 			},
 			// Controller so it is garbage-collected with the workload;
 			// blockOwnerDeletion false because nothing waits on a PodGroup
@@ -46,10 +47,10 @@ func desiredPodGroup(name, namespace string, root *unstructured.Unstructured, de
 	if gang.TopologyRequired != "" || gang.TopologyPreferred != "" {
 		pg.Annotations = map[string]string{}
 		if gang.TopologyRequired != "" {
-			pg.Annotations[definition.AnnotationTopologyRequired] = gang.TopologyRequired
+			pg.Annotations[api.AnnotationTopologyRequired] = gang.TopologyRequired
 		}
 		if gang.TopologyPreferred != "" {
-			pg.Annotations[definition.AnnotationTopologyPreferred] = gang.TopologyPreferred
+			pg.Annotations[api.AnnotationTopologyPreferred] = gang.TopologyPreferred
 		}
 	}
 	return pg
@@ -68,7 +69,7 @@ func mergePodGroup(cur, want *schedv1alpha1.PodGroup) *schedv1alpha1.PodGroup {
 	for k, v := range want.Labels {
 		out.Labels[k] = v
 	}
-	for _, k := range []string{definition.AnnotationTopologyRequired, definition.AnnotationTopologyPreferred} {
+	for _, k := range []string{api.AnnotationTopologyRequired, api.AnnotationTopologyPreferred} {
 		if v, ok := want.Annotations[k]; ok {
 			if out.Annotations == nil {
 				out.Annotations = map[string]string{}
@@ -108,6 +109,6 @@ func nilIfEmpty(m map[string]string) map[string]string {
 // isMusterPodGroup tells a PodGroup the pod-grouper made from one made by
 // someone else (an operator's own, or a user's).
 func isMusterPodGroup(pg *schedv1alpha1.PodGroup) bool {
-	_, ok := pg.Labels[definition.LabelDefinition]
+	_, ok := pg.Labels[api.LabelDefinition]
 	return ok
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/muster-io/muster/api"
 	"github.com/muster-io/muster/definition"
 	"github.com/muster-io/muster/internal/naming"
 )
@@ -81,9 +82,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		c.index.set(key, d.rootUID)
 	}
 	// A pod-group label we would not write names someone else's PodGroup.
-	if v := pod.Labels[definition.LabelPodGroup]; v != "" && (d.gang == nil || v != d.pgName) {
+	if v := pod.Labels[api.LabelPodGroup]; v != "" && (d.gang == nil || v != d.pgName) {
 		if pg, err := c.cachedPodGroup(ns, v); err != nil || !isMusterPodGroup(pg) {
-			c.yield(pod, fmt.Sprintf("label %s=%s names a PodGroup muster did not create", definition.LabelPodGroup, v))
+			c.yield(pod, fmt.Sprintf("label %s=%s names a PodGroup muster did not create", api.LabelPodGroup, v))
 			return nil
 		}
 	}
@@ -208,8 +209,8 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod) (*decision, er
 
 // aloneReason says why GangForPod put the pod in no gang.
 func aloneReason(e *Entry, root *unstructured.Unstructured) string {
-	if root.GetAnnotations()[definition.AnnotationGang] == definition.GangOff {
-		return fmt.Sprintf("workload %s %s opted out with %s=%s", root.GetKind(), root.GetName(), definition.AnnotationGang, definition.GangOff)
+	if root.GetAnnotations()[api.AnnotationGang] == api.GangOff {
+		return fmt.Sprintf("workload %s %s opted out with %s=%s", root.GetKind(), root.GetName(), api.AnnotationGang, api.GangOff)
 	}
 	k := e.Grouper.Definition()
 	if k == nil || k.Spec.OptimizationInstructions == nil || k.Spec.OptimizationInstructions.GangScheduling == nil {
@@ -328,10 +329,10 @@ func (c *Controller) ensurePodGroup(ctx context.Context, want *schedv1alpha1.Pod
 func (c *Controller) labelMember(ctx context.Context, pod *corev1.Pod, pgName string) error {
 	labels := map[string]any{}
 	annotations := map[string]any{}
-	if pod.Labels[definition.LabelPodGroup] != pgName {
-		labels[definition.LabelPodGroup] = pgName
+	if pod.Labels[api.LabelPodGroup] != pgName {
+		labels[api.LabelPodGroup] = pgName
 	}
-	for _, k := range []string{definition.AnnotationGang, definition.AnnotationGangReason} {
+	for _, k := range []string{api.AnnotationGang, api.AnnotationGangReason} {
 		if _, ok := pod.Annotations[k]; ok {
 			annotations[k] = nil
 		}
@@ -340,8 +341,8 @@ func (c *Controller) labelMember(ctx context.Context, pod *corev1.Pod, pgName st
 		// The cached pod may not show our own gang-free marker yet (written
 		// a moment ago); removing an absent key is a no-op, so always drop
 		// it along with the label.
-		annotations[definition.AnnotationGang] = nil
-		annotations[definition.AnnotationGangReason] = nil
+		annotations[api.AnnotationGang] = nil
+		annotations[api.AnnotationGangReason] = nil
 	}
 	if err := c.patchPod(ctx, pod, labels, annotations); err != nil {
 		return err
@@ -358,19 +359,19 @@ func (c *Controller) labelMember(ctx context.Context, pod *corev1.Pod, pgName st
 func (c *Controller) markAlone(ctx context.Context, pod *corev1.Pod, reason string) error {
 	labels := map[string]any{}
 	annotations := map[string]any{}
-	if _, ok := pod.Labels[definition.LabelPodGroup]; ok {
-		labels[definition.LabelPodGroup] = nil
+	if _, ok := pod.Labels[api.LabelPodGroup]; ok {
+		labels[api.LabelPodGroup] = nil
 	}
-	if pod.Annotations[definition.AnnotationGang] != definition.GangNone {
-		annotations[definition.AnnotationGang] = definition.GangNone
+	if pod.Annotations[api.AnnotationGang] != api.GangNone {
+		annotations[api.AnnotationGang] = api.GangNone
 	}
-	if pod.Annotations[definition.AnnotationGangReason] != reason {
-		annotations[definition.AnnotationGangReason] = reason
+	if pod.Annotations[api.AnnotationGangReason] != reason {
+		annotations[api.AnnotationGangReason] = reason
 	}
 	// Our own label may not be in the cached pod yet: drop it too when our
 	// last write set one.
 	if w, ok := c.written.Load(pod.UID); ok && len(annotations) > 0 && !strings.HasPrefix(w.(string), "\x00") {
-		labels[definition.LabelPodGroup] = nil
+		labels[api.LabelPodGroup] = nil
 	}
 	return c.patchPod(ctx, pod, labels, annotations)
 }

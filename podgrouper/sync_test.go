@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/muster-io/muster/api"
 	"github.com/muster-io/muster/definition"
 )
 
@@ -27,7 +28,7 @@ var (
 	job      = &obj{gvk: jobGVK, name: "train-worker-0", uid: "uid-job", owner: trainer}
 	deploy   = &obj{gvk: deployGVK, name: "web", uid: "uid-web"}
 	rs       = &obj{gvk: rsGVK, name: "web-abc", uid: "uid-rs", owner: deploy}
-	offTrain = &obj{gvk: trainerGVK, name: "solo", uid: "uid-solo", annot: map[string]string{definition.AnnotationGang: definition.GangOff}}
+	offTrain = &obj{gvk: trainerGVK, name: "solo", uid: "uid-solo", annot: map[string]string{api.AnnotationGang: api.GangOff}}
 	offJob   = &obj{gvk: jobGVK, name: "solo-0", uid: "uid-solo-job", owner: offTrain}
 	brokenW  = &obj{gvk: brokenGVK, name: "bad", uid: "uid-bad"}
 	badJob   = &obj{gvk: jobGVK, name: "bad-0", uid: "uid-bad-job", owner: brokenW}
@@ -65,7 +66,7 @@ func trainerGang(min int32) *fakeGrouper {
 
 func musterPG(name string, min int32) *schedv1alpha1.PodGroup {
 	return &schedv1alpha1.PodGroup{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{definition.LabelDefinition: "trainer"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{api.LabelDefinition: "trainer"}},
 		Spec:       schedv1alpha1.PodGroupSpec{MinMember: min},
 		Status:     schedv1alpha1.PodGroupStatus{Phase: schedv1alpha1.PodGroupRunning, Running: 2},
 	}
@@ -90,8 +91,8 @@ func TestSync(t *testing.T) {
 			pod:  makePod("p0", job),
 			wantPG: &schedv1alpha1.PodGroup{
 				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "train",
-					Labels:      map[string]string{definition.LabelWorkloadKind: "Trainer", definition.LabelWorkloadName: "train", definition.LabelDefinition: "trainer"},
-					Annotations: map[string]string{definition.AnnotationTopologyRequired: "rack"},
+					Labels:      map[string]string{api.LabelWorkloadKind: "Trainer", api.LabelWorkloadName: "train", api.LabelDefinition: "trainer"},
+					Annotations: map[string]string{api.AnnotationTopologyRequired: "rack"},
 					OwnerReferences: []metav1.OwnerReference{{APIVersion: "acme.example.com/v1", Kind: "Trainer", Name: "train", UID: "uid-train",
 						Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(false)}}},
 				Spec: schedv1alpha1.PodGroupSpec{MinMember: 3, MinResources: gpus(12)},
@@ -107,8 +108,8 @@ func TestSync(t *testing.T) {
 			wantWrites: []string{"patch pods", "update podgroups"},
 			wantPG: &schedv1alpha1.PodGroup{
 				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "train",
-					Labels:      map[string]string{"owner-team": "a", definition.LabelWorkloadKind: "Trainer", definition.LabelWorkloadName: "train", definition.LabelDefinition: "trainer"},
-					Annotations: map[string]string{definition.AnnotationTopologyRequired: "rack"},
+					Labels:      map[string]string{"owner-team": "a", api.LabelWorkloadKind: "Trainer", api.LabelWorkloadName: "train", api.LabelDefinition: "trainer"},
+					Annotations: map[string]string{api.AnnotationTopologyRequired: "rack"},
 					OwnerReferences: []metav1.OwnerReference{{APIVersion: "acme.example.com/v1", Kind: "Trainer", Name: "train", UID: "uid-train",
 						Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(false)}}},
 				Spec:   schedv1alpha1.PodGroupSpec{MinMember: 3, MinResources: gpus(12)},
@@ -172,18 +173,18 @@ func TestSync(t *testing.T) {
 		},
 		{
 			name:      "operator's own pod-group label: yield",
-			pod:       makePod("p0", job, withLabel(definition.LabelPodGroup, "theirs")),
+			pod:       makePod("p0", job, withLabel(api.LabelPodGroup, "theirs")),
 			pgs:       []*schedv1alpha1.PodGroup{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "theirs"}, Spec: schedv1alpha1.PodGroupSpec{MinMember: 7}}},
 			wantEvent: "label scheduling.x-k8s.io/pod-group=theirs names a PodGroup muster did not create",
 		},
 		{
 			name:      "label naming a PodGroup that does not exist: yield",
-			pod:       makePod("p0", job, withLabel(definition.LabelPodGroup, "later")),
+			pod:       makePod("p0", job, withLabel(api.LabelPodGroup, "later")),
 			wantEvent: "pod-group=later",
 		},
 		{
 			name:       "label naming another muster PodGroup: relabelled",
-			pod:        makePod("p0", job, withLabel(definition.LabelPodGroup, "old")),
+			pod:        makePod("p0", job, withLabel(api.LabelPodGroup, "old")),
 			pgs:        []*schedv1alpha1.PodGroup{musterPG("old", 1)},
 			wantLabel:  "train",
 			wantWrites: []string{"patch pods", "create podgroups"},
@@ -191,7 +192,7 @@ func TestSync(t *testing.T) {
 		},
 		{
 			name:       "gang-free marker dropped when the pod joins a gang",
-			pod:        makePod("p0", job, withAnnotation(definition.AnnotationGang, definition.GangNone), withAnnotation(definition.AnnotationGangReason, "old")),
+			pod:        makePod("p0", job, withAnnotation(api.AnnotationGang, api.GangNone), withAnnotation(api.AnnotationGangReason, "old")),
 			wantLabel:  "train",
 			wantWrites: []string{"patch pods", "create podgroups"},
 			wantPG:     desiredPodGroup("train", "ns", trainer.unstructured(), "trainer", trainerGang(3).gangs["p0"], nil),
@@ -226,14 +227,14 @@ func TestSync(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := pod.Labels[definition.LabelPodGroup]; got != tc.wantLabel && (tc.wantLabel != "" || tc.wantEvent == "") {
+			if got := pod.Labels[api.LabelPodGroup]; got != tc.wantLabel && (tc.wantLabel != "" || tc.wantEvent == "") {
 				t.Errorf("pod-group label = %q, want %q", got, tc.wantLabel)
 			}
 			if tc.wantReason != "" {
-				if pod.Annotations[definition.AnnotationGang] != definition.GangNone || !strings.Contains(pod.Annotations[definition.AnnotationGangReason], tc.wantReason) {
+				if pod.Annotations[api.AnnotationGang] != api.GangNone || !strings.Contains(pod.Annotations[api.AnnotationGangReason], tc.wantReason) {
 					t.Errorf("gang annotations = %v, want none with reason containing %q", pod.Annotations, tc.wantReason)
 				}
-			} else if _, ok := pod.Annotations[definition.AnnotationGang]; ok {
+			} else if _, ok := pod.Annotations[api.AnnotationGang]; ok {
 				t.Errorf("pod marked gang-free: %v", pod.Annotations)
 			}
 			events := w.events()

@@ -1,6 +1,6 @@
 // Command muster-sandbox runs muster on a throw-away in-process Kubernetes
 // cluster with fake GPU nodes, the real operators its examples need and the
-// example workloads of examples/ (`make run`). See internal/sandbox.
+// example workloads of examples/ (`make run`). See app/.
 package main
 
 import (
@@ -11,16 +11,16 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/muster-io/muster/internal/sandbox"
+	"github.com/muster-io/muster/cmd/muster-sandbox/app"
 )
 
 func main() {
-	var cfg sandbox.Config
+	var cfg app.Config
 	fs := flag.NewFlagSet("muster-sandbox", flag.ExitOnError)
 	fs.IntVar(&cfg.Nodes, "nodes", 4, "number of fake GPU nodes")
 	fs.IntVar(&cfg.GPUsPerNode, "gpus-per-node", 8, "nvidia.com/gpu capacity of each node")
 	fs.IntVar(&cfg.Zones, "zones", 2, "spread the nodes over this many zones (topology.kubernetes.io/zone)")
-	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", sandbox.DefaultKubeconfig(), "where to write the kubeconfig of the sandbox")
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", app.DefaultKubeconfig(), "where to write the kubeconfig of the sandbox")
 	fs.StringVar(&cfg.LogFile, "log-file", "", "control-plane log file (default: muster-sandbox.log beside the kubeconfig)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "stay up until Ctrl-C or SIGTERM, then shut down cleanly")
 	fs.BoolVar(&cfg.NoExamples, "no-examples", false, "start without operators and example workloads")
@@ -46,7 +46,7 @@ Prints "ready: kubeconfig=PATH" on stdout once everything is up.
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := sandbox.Run(ctx, cfg); err != nil {
+	if err := app.Run(ctx, cfg); err != nil {
 		interrupted := ctx.Err() != nil
 		stop() // also cancels ctx
 		if interrupted {

@@ -1,6 +1,6 @@
 // Command muster shows Kubernetes AI workloads as their roles, GPUs, nodes
 // and gangs. Installed as kubectl-muster it is also "kubectl muster".
-// Everything lives in internal/cli; main only wires the process to it.
+// Everything lives in package cli; main only wires the process to it.
 package main
 
 import (
@@ -10,7 +10,7 @@ import (
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/muster-io/muster/internal/cli"
+	"github.com/muster-io/muster/cli"
 )
 
 func main() {

@@ -16,7 +16,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/muster-io/muster/definition"
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 )
 
 // MaxLength is 63 although a PodGroup's name may be a DNS subdomain of up to
@@ -33,7 +33,7 @@ const hashLength = 8
 // PodGroupName returns the name of the PodGroup of the gang instance
 // (gangDef, keys) of the workload named workload, described by k (nil is
 // read as a definition with a single gang).
-func PodGroupName(workload string, k *definition.Karta, gangDef string, keys []string) string {
+func PodGroupName(workload string, k *kartav1alpha1.Karta, gangDef string, keys []string) string {
 	return podGroupName(workload, gangDef, keys, bare(k, gangDef, keys))
 }
 
@@ -42,7 +42,7 @@ func PodGroupName(workload string, k *definition.Karta, gangDef string, keys []s
 // there is one instance for the whole workload. ok is false for a grouped
 // gang (one PodGroup per key, named after pod values) and for a gang the
 // definition does not have.
-func WholeWorkloadName(workload string, k *definition.Karta, gangDef string) (name string, ok bool) {
+func WholeWorkloadName(workload string, k *kartav1alpha1.Karta, gangDef string) (name string, ok bool) {
 	if k == nil || k.Spec.OptimizationInstructions == nil || k.Spec.OptimizationInstructions.GangScheduling == nil {
 		return "", false
 	}
@@ -77,7 +77,7 @@ func WholeWorkloadName(workload string, k *definition.Karta, gangDef string) (na
 // bare tells whether a gang is named after the workload alone: a
 // whole-workload gang (no keys) that is the definition's only gang or is
 // named after the root component.
-func bare(k *definition.Karta, gangDef string, keys []string) bool {
+func bare(k *kartav1alpha1.Karta, gangDef string, keys []string) bool {
 	if len(keys) > 0 {
 		return false
 	}

@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/muster-io/muster/definition"
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 )
 
 // The expected names are the pod-grouper's since its first release: a
@@ -62,32 +62,32 @@ func TestPodGroupNameDistinct(t *testing.T) {
 
 // karta builds a definition with root component "root" and the given gang
 // instruction.
-func karta(gs *definition.GangSchedulingInstruction) *definition.Karta {
-	k := &definition.Karta{}
+func karta(gs *kartav1alpha1.GangSchedulingInstruction) *kartav1alpha1.Karta {
+	k := &kartav1alpha1.Karta{}
 	k.Spec.StructureDefinition.RootComponent.Name = "root"
 	if gs != nil {
-		k.Spec.OptimizationInstructions = &definition.OptimizationInstructions{GangScheduling: gs}
+		k.Spec.OptimizationInstructions = &kartav1alpha1.OptimizationInstructions{GangScheduling: gs}
 	}
 	return k
 }
 
-func members(keys ...string) []definition.PodGroupMemberDefinition {
-	m := definition.PodGroupMemberDefinition{ComponentName: "c"}
+func members(keys ...string) []kartav1alpha1.PodGroupMemberDefinition {
+	m := kartav1alpha1.PodGroupMemberDefinition{ComponentName: "c"}
 	m.GroupByKeyPaths = keys
-	return []definition.PodGroupMemberDefinition{m}
+	return []kartav1alpha1.PodGroupMemberDefinition{m}
 }
 
 func TestPodGroupNameAndWholeWorkload(t *testing.T) {
-	one := karta(&definition.GangSchedulingInstruction{PodGroups: []definition.PodGroupDefinition{{Name: "workers", Members: members()}}})
-	two := karta(&definition.GangSchedulingInstruction{PodGroups: []definition.PodGroupDefinition{
+	one := karta(&kartav1alpha1.GangSchedulingInstruction{PodGroups: []kartav1alpha1.PodGroupDefinition{{Name: "workers", Members: members()}}})
+	two := karta(&kartav1alpha1.GangSchedulingInstruction{PodGroups: []kartav1alpha1.PodGroupDefinition{
 		{Name: "workers", Members: members()},
 		{Name: "group", Members: members(".metadata.labels.g")},
 	}})
-	tree := karta(&definition.GangSchedulingInstruction{PodGroup: &definition.PodGroupTree{}})
-	namedTree := karta(&definition.GangSchedulingInstruction{PodGroup: &definition.PodGroupTree{Name: "all"}})
+	tree := karta(&kartav1alpha1.GangSchedulingInstruction{PodGroup: &kartav1alpha1.PodGroupTree{}})
+	namedTree := karta(&kartav1alpha1.GangSchedulingInstruction{PodGroup: &kartav1alpha1.PodGroupTree{Name: "all"}})
 	cases := []struct {
 		name  string
-		k     *definition.Karta
+		k     *kartav1alpha1.Karta
 		def   string
 		keys  []string
 		want  string

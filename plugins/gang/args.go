@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
-	"github.com/muster-io/muster/definition"
+	"github.com/muster-io/muster/api"
 )
 
 // Args configures the MusterGang plugin (pluginConfig[].args in a
@@ -54,11 +54,11 @@ func SetDefaultsArgs(a *Args) {
 	setInt(&a.BackoffSeconds, 5)
 	setInt(&a.PartialGangGracePeriodSeconds, 30)
 	if a.TopologyRequiredAnnotation == nil {
-		v := definition.AnnotationTopologyRequired
+		v := api.AnnotationTopologyRequired
 		a.TopologyRequiredAnnotation = &v
 	}
 	if a.TopologyPreferredAnnotation == nil {
-		v := definition.AnnotationTopologyPreferred
+		v := api.AnnotationTopologyPreferred
 		a.TopologyPreferredAnnotation = &v
 	}
 	if a.RequirePodGrouper == nil {

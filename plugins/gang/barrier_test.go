@@ -30,7 +30,7 @@ import (
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	pgfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
 
-	"github.com/muster-io/muster/definition"
+	"github.com/muster-io/muster/api"
 )
 
 func init() {
@@ -504,7 +504,7 @@ func TestQuorumReachedActivatesHeldMembers(t *testing.T) {
 	// The third member is labelled (it becomes a member by an update):
 	// the quorum exists, every pending member gets another look.
 	unlabelled := pods[2].DeepCopy()
-	delete(unlabelled.Labels, definition.LabelPodGroup)
+	delete(unlabelled.Labels, api.LabelPodGroup)
 	if err := e.pl.podIndexer.Add(pods[2]); err != nil {
 		t.Fatal(err)
 	}

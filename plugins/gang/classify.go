@@ -4,7 +4,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/muster-io/muster/definition"
+	"github.com/muster-io/muster/api"
 )
 
 // podKind says which mechanism a pod belongs to.
@@ -27,10 +27,10 @@ func (p *Plugin) classify(pod *v1.Pod) (podKind, types.NamespacedName) {
 		return kindNative, types.NamespacedName{}
 	}
 	// The label wins over the marker: a PodGroup someone set is membership.
-	if name := pod.Labels[definition.LabelPodGroup]; name != "" {
+	if name := pod.Labels[api.LabelPodGroup]; name != "" {
 		return kindMember, types.NamespacedName{Namespace: pod.Namespace, Name: name}
 	}
-	if pod.Annotations[definition.AnnotationGang] == definition.GangNone || !p.requirePodGrouper {
+	if pod.Annotations[api.AnnotationGang] == api.GangNone || !p.requirePodGrouper {
 		return kindFree, types.NamespacedName{}
 	}
 	return kindUnlabelled, types.NamespacedName{}

@@ -24,7 +24,7 @@ import (
 	pginformers "sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
 	pglisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
 
-	"github.com/muster-io/muster/definition"
+	"github.com/muster-io/muster/api"
 )
 
 // Name is the plugin's name in the registry and in profiles. It is not an
@@ -259,7 +259,7 @@ func (p *Plugin) waitForPodGroups(ctx context.Context, inf cache.SharedIndexInfo
 	p.pgSynced.Store(true)
 	// Members gated before the cache synced get another look.
 	sel := labels.NewSelector()
-	if req, err := labels.NewRequirement(definition.LabelPodGroup, "exists", nil); err == nil {
+	if req, err := labels.NewRequirement(api.LabelPodGroup, "exists", nil); err == nil {
 		sel = sel.Add(*req)
 	}
 	pods, _ := p.podLister.List(sel)
@@ -271,7 +271,7 @@ func indexByGang(obj any) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	if name := pod.Labels[definition.LabelPodGroup]; name != "" && pod.Spec.SchedulingGroup == nil {
+	if name := pod.Labels[api.LabelPodGroup]; name != "" && pod.Spec.SchedulingGroup == nil {
 		return []string{pod.Namespace + "/" + name}, nil
 	}
 	return nil, nil
@@ -291,7 +291,7 @@ func (p *Plugin) members(key types.NamespacedName) []*v1.Pod {
 			return out
 		}
 	}
-	sel := labels.SelectorFromSet(labels.Set{definition.LabelPodGroup: key.Name})
+	sel := labels.SelectorFromSet(labels.Set{api.LabelPodGroup: key.Name})
 	pods, err := p.podLister.Pods(key.Namespace).List(sel)
 	if err != nil {
 		return nil

@@ -13,7 +13,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/util"
 	"k8s.io/utils/clock"
 
-	"github.com/muster-io/muster/definition"
+	"github.com/muster-io/muster/api"
 )
 
 // sortKey is what Less compares. Members of one gang share priority, gang
@@ -92,7 +92,7 @@ func (p *Plugin) Less(a, b fwk.QueuedEntityInfo) bool {
 
 // Reasons a pod waits before the queue. They are fixed phrases plus names.
 const (
-	reasonWaitGrouper  = "waiting for the pod-grouper to label the pod (" + definition.LabelPodGroup + " label or " + definition.AnnotationGang + "=" + definition.GangNone + " annotation)"
+	reasonWaitGrouper  = "waiting for the pod-grouper to label the pod (" + api.LabelPodGroup + " label or " + api.AnnotationGang + "=" + api.GangNone + " annotation)"
 	reasonWaitInformer = "waiting for the PodGroup cache to sync (is the scheduling.x-k8s.io PodGroup CRD installed?)"
 )
 

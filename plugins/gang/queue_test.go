@@ -13,7 +13,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/utils/ptr"
 
-	"github.com/muster-io/muster/definition"
+	"github.com/muster-io/muster/api"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -21,14 +21,14 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 type podOpt func(*v1.Pod)
 
 func inGang(name string) podOpt {
-	return func(p *v1.Pod) { p.Labels = map[string]string{definition.LabelPodGroup: name} }
+	return func(p *v1.Pod) { p.Labels = map[string]string{api.LabelPodGroup: name} }
 }
 func prio(v int32) podOpt { return func(p *v1.Pod) { p.Spec.Priority = ptr.To(v) } }
 func created(d time.Duration) podOpt {
 	return func(p *v1.Pod) { p.CreationTimestamp = metav1.NewTime(t0.Add(d)) }
 }
 func gangFree(p *v1.Pod) {
-	p.Annotations = map[string]string{definition.AnnotationGang: definition.GangNone}
+	p.Annotations = map[string]string{api.AnnotationGang: api.GangNone}
 }
 func native(p *v1.Pod) {
 	p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To("native")}

@@ -25,9 +25,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"github.com/muster-io/muster/definition"
+	"github.com/muster-io/muster/api"
+	"github.com/muster-io/muster/localcluster"
 	"github.com/muster-io/muster/test/benchreport"
-	"github.com/muster-io/muster/test/harness"
 )
 
 // BenchmarkPodGrouperRates runs BenchmarkPodGrouperLatency at 100, 250 and
@@ -266,7 +266,7 @@ func BenchmarkMemory(b *testing.B) {
 				Spec: pgrGPUPodSpec(sched, 1),
 			}
 			// The pool's nodes are tainted to it.
-			sel, tol := harness.PoolPlacement(ns)
+			sel, tol := localcluster.PoolPlacement(ns)
 			p.Spec.NodeSelector, p.Spec.Tolerations = sel, []corev1.Toleration{tol}
 			_, err := controlPlane.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
 			return err
@@ -285,7 +285,7 @@ func BenchmarkMemory(b *testing.B) {
 			}
 			labelled, bound = 0, 0
 			for _, p := range list.Items {
-				if p.Labels[definition.LabelPodGroup] != "" {
+				if p.Labels[api.LabelPodGroup] != "" {
 					labelled++
 				}
 				if p.Spec.NodeName != "" {
@@ -340,10 +340,10 @@ func BenchmarkMemory(b *testing.B) {
 	}
 }
 
-// freePort is harness.FreePort for a test.
+// freePort is localcluster.FreePort for a test.
 func freePort(tb testing.TB) int {
 	tb.Helper()
-	port, err := harness.FreePort()
+	port, err := localcluster.FreePort()
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -37,10 +37,10 @@ import (
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/muster-io/muster/definition"
+	"github.com/muster-io/muster/api"
+	"github.com/muster-io/muster/localcluster"
 	"github.com/muster-io/muster/plugins/gang"
 	"github.com/muster-io/muster/test/benchreport"
-	"github.com/muster-io/muster/test/harness"
 )
 
 // The three schedulers compared.
@@ -161,20 +161,20 @@ func benchSchedulerConfig(tb testing.TB, schedulerName string) *configv1.KubeSch
 // own client, the event sink and the plugin's PodGroup client all derive
 // from the one rest config).
 func startBenchScheduler(ctx context.Context, tb testing.TB, variant, schedulerName string, observed bool, writes *writeCounter) (stop func(), err error) {
-	opts := harness.SchedulerOptions{Config: harness.DefaultProfile(schedulerName)}
+	opts := localcluster.SchedulerOptions{Config: localcluster.DefaultProfile(schedulerName)}
 	if variant == variantMuster {
 		factory := gang.New
 		if observed {
 			factory = newObservedGang
 		}
-		opts = harness.SchedulerOptions{Config: benchSchedulerConfig(tb, schedulerName), OutOfTreeRegistry: frameworkruntime.Registry{gang.Name: factory}}
+		opts = localcluster.SchedulerOptions{Config: benchSchedulerConfig(tb, schedulerName), OutOfTreeRegistry: frameworkruntime.Registry{gang.Name: factory}}
 	}
 	if writes != nil {
 		cfg := rest.CopyConfig(controlPlane.RestConfig)
 		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{next: rt, c: writes} })
 		opts.RestConfig = cfg
 	}
-	return harness.StartScheduler(ctx, controlPlane, opts)
+	return localcluster.StartScheduler(ctx, controlPlane, opts)
 }
 
 // writeCounter counts API write requests (POST, PUT, PATCH, DELETE) by
@@ -276,7 +276,7 @@ func formatWrites(counts map[string]int) string {
 // createBenchNodes creates the pool's GPU nodes with 16 concurrent clients.
 func createBenchNodes(ctx context.Context, pool string, n, gpus int) error {
 	return parallel(n, 16, func(i int) error {
-		node, err := harness.NodeSpec{Name: fmt.Sprintf("%s-%d", pool, i), GPUs: gpus, Pool: pool}.Node()
+		node, err := localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", pool, i), GPUs: gpus, Pool: pool}.Node()
 		if err != nil {
 			return err
 		}
@@ -337,20 +337,20 @@ func createGroups(ctx context.Context, tb testing.TB, variant, ns string, gangs 
 // partial gangs for the default profile too), plus the variant's own gang
 // marker.
 func benchPod(variant, sched, pool, g string, k int) *corev1.Pod {
-	req := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), harness.DefaultGPUResource: resource.MustParse("1")}
-	sel, tol := harness.PoolPlacement(pool)
+	req := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), localcluster.DefaultGPUResource: resource.MustParse("1")}
+	sel, tol := localcluster.PoolPlacement(pool)
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", g, k), Labels: map[string]string{"bench": "1", "gang": g}},
 		Spec: corev1.PodSpec{
 			SchedulerName: sched, NodeSelector: sel, Tolerations: []corev1.Toleration{tol},
 			RestartPolicy: corev1.RestartPolicyNever,
 			Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/none",
-				Resources: corev1.ResourceRequirements{Requests: req, Limits: corev1.ResourceList{harness.DefaultGPUResource: resource.MustParse("1")}}}},
+				Resources: corev1.ResourceRequirements{Requests: req, Limits: corev1.ResourceList{localcluster.DefaultGPUResource: resource.MustParse("1")}}}},
 		},
 	}
 	switch variant {
 	case variantMuster:
-		p.Labels[definition.LabelPodGroup] = g
+		p.Labels[api.LabelPodGroup] = g
 	case variantNative:
 		p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(g)}
 	}
@@ -476,7 +476,7 @@ func cleanupRun(ctx context.Context, ns string) error {
 	if err := controlPlane.WaitPodsGone(ctx, ns, "bench=1", 5*time.Minute); err != nil {
 		return err
 	}
-	if err := controlPlane.DeleteNodes(ctx, harness.PoolLabel+"="+ns); err != nil {
+	if err := controlPlane.DeleteNodes(ctx, localcluster.PoolLabel+"="+ns); err != nil {
 		return err
 	}
 	return controlPlane.DeleteNamespace(ctx, ns)

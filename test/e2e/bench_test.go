@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/muster-io/muster/test/harness"
+	"github.com/muster-io/muster/localcluster"
 )
 
 // BenchmarkBindPlainPods measures the shared default scheduler binding 1000
@@ -24,7 +24,7 @@ func BenchmarkBindPlainPods(b *testing.B) {
 	ctx := context.Background()
 	ns := testNamespace(b, "bench-")
 	testPool(b, ns, nodes, nil)
-	sel, tol := harness.PoolPlacement(ns)
+	sel, tol := localcluster.PoolPlacement(ns)
 
 	var total, creating time.Duration
 	for iter := 0; iter < b.N; iter++ {
@@ -41,7 +41,7 @@ func BenchmarkBindPlainPods(b *testing.B) {
 			b.Fatal(err)
 		}
 		creating += time.Since(start)
-		if _, err := controlPlane.WaitPodsBound(ctx, ns, "run="+label, pods, harness.LongTimeout); err != nil {
+		if _, err := controlPlane.WaitPodsBound(ctx, ns, "run="+label, pods, localcluster.LongTimeout); err != nil {
 			b.Fatal(err)
 		}
 		total += time.Since(start)
@@ -49,7 +49,7 @@ func BenchmarkBindPlainPods(b *testing.B) {
 		if err := controlPlane.ForceDeletePods(ctx, ns, "run="+label); err != nil {
 			b.Fatal(err)
 		}
-		if err := controlPlane.WaitPodsGone(ctx, ns, "run="+label, harness.LongTimeout); err != nil {
+		if err := controlPlane.WaitPodsGone(ctx, ns, "run="+label, localcluster.LongTimeout); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()

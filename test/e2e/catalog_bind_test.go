@@ -9,8 +9,8 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"sigs.k8s.io/yaml"
 
+	"github.com/muster-io/muster/localcluster"
 	"github.com/muster-io/muster/plugins/gang"
-	"github.com/muster-io/muster/test/harness"
 )
 
 // catSchedulerName is the profile of the shipped scheduler configuration;
@@ -43,7 +43,7 @@ func startShippedScheduler(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop, err := harness.StartSchedulerApp(context.Background(), controlPlane, out, app.WithPlugin(gang.Name, newObservedGang))
+	stop, err := localcluster.StartSchedulerApp(context.Background(), controlPlane, out, app.WithPlugin(gang.Name, newObservedGang))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,8 +17,8 @@ import (
 	"k8s.io/utils/ptr"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
-	"github.com/muster-io/muster/definition"
-	"github.com/muster-io/muster/test/harness"
+	"github.com/muster-io/muster/api"
+	"github.com/muster-io/muster/localcluster"
 )
 
 // The catalog end to end: the real operators (JobSet, LeaderWorkerSet) and
@@ -28,7 +28,7 @@ import (
 
 // catGPUs returns the nvidia.com/gpu minResources of pg.
 func catGPUs(pg *schedv1alpha1.PodGroup) int64 {
-	q := pg.Spec.MinResources[harness.DefaultGPUResource]
+	q := pg.Spec.MinResources[localcluster.DefaultGPUResource]
 	return q.Value()
 }
 
@@ -50,7 +50,7 @@ func catPodGroupNames(t testing.TB, ns string) []string {
 // selector: the garbage collector followed the owner references.
 func catWaitCollected(t testing.TB, ns, selector string) {
 	t.Helper()
-	err := harness.WaitFor(context.Background(), time.Minute, "PodGroups of "+ns+" garbage-collected", func(ctx context.Context) (bool, string, error) {
+	err := localcluster.WaitFor(context.Background(), time.Minute, "PodGroups of "+ns+" garbage-collected", func(ctx context.Context) (bool, string, error) {
 		l, err := podGroups(t).SchedulingV1alpha1().PodGroups(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, "", err
@@ -108,12 +108,12 @@ func TestCatalogJobSetFullStack(t *testing.T) {
 	ctx := context.Background()
 	fits := testNamespace(t, "cat-js-fits-")
 	short := testNamespace(t, "cat-js-short-")
-	testPool(t, fits, 2, func(i int) harness.NodeSpec {
-		return harness.NodeSpec{Name: fmt.Sprintf("%s-%d", fits, i), GPUs: 8}
+	testPool(t, fits, 2, func(i int) localcluster.NodeSpec {
+		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", fits, i), GPUs: 8}
 	})
 	// Room for two of the three 4-GPU pods.
-	testPool(t, short, 2, func(i int) harness.NodeSpec {
-		return harness.NodeSpec{Name: fmt.Sprintf("%s-%d", short, i), GPUs: 4}
+	testPool(t, short, 2, func(i int) localcluster.NodeSpec {
+		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", short, i), GPUs: 4}
 	})
 	t.Logf("operator, pod-grouper, scheduler and pools up in %s", time.Since(begin).Round(time.Millisecond))
 
@@ -133,7 +133,7 @@ func TestCatalogJobSetFullStack(t *testing.T) {
 		pg := pgrWaitPodGroup(t, ns, "train", "minMember 3, 12 GPUs", func(pg *schedv1alpha1.PodGroup) bool {
 			return pg.Spec.MinMember == 3 && catGPUs(pg) == 12
 		})
-		if pg.Labels[definition.LabelDefinition] != "jobset" || pg.Labels[definition.LabelWorkloadKind] != "JobSet" || pg.Labels[definition.LabelWorkloadName] != "train" {
+		if pg.Labels[api.LabelDefinition] != "jobset" || pg.Labels[api.LabelWorkloadKind] != "JobSet" || pg.Labels[api.LabelWorkloadName] != "train" {
 			t.Errorf("%s: PodGroup labels %v", ns, pg.Labels)
 		}
 		if len(pg.OwnerReferences) != 1 || pg.OwnerReferences[0].UID != jobsets[ns].GetUID() || !ptr.Deref(pg.OwnerReferences[0].Controller, false) {
@@ -159,7 +159,7 @@ func TestCatalogJobSetFullStack(t *testing.T) {
 	want := []string{"gang " + short + "/train", "needs 12 nvidia.com/gpu", "best placement fits 2 of 3 members"}
 	catWaitPodGroupEvent(t, short, "train", "GangUnschedulable", want)
 	catWaitMembersUnschedulable(t, short, sel, 3, want)
-	if bound, err := boundPods(ctx, short, definition.LabelPodGroup); err != nil || len(bound["train"]) != 0 {
+	if bound, err := boundPods(ctx, short, api.LabelPodGroup); err != nil || len(bound["train"]) != 0 {
 		t.Errorf("with room for 8 GPUs: %d members bound (err %v), want 0", len(bound["train"]), err)
 	}
 	for _, ns := range []string{fits, short} {
@@ -188,8 +188,8 @@ func TestCatalogLeaderWorkerSetFullStack(t *testing.T) {
 	startShippedScheduler(t)
 	ctx := context.Background()
 	ns := testNamespace(t, "cat-lws-")
-	testPool(t, ns, 2, func(i int) harness.NodeSpec {
-		return harness.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 8}
+	testPool(t, ns, 2, func(i int) localcluster.NodeSpec {
+		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 8}
 	})
 	t.Logf("operator, pod-grouper, scheduler and pool up in %s", time.Since(begin).Round(time.Millisecond))
 	w := watchPodGroupBinding(t, ns, map[string]int{"serve-group-0": 2, "serve-group-1": 2})
@@ -418,7 +418,7 @@ func TestCatalogScaleAndDelete(t *testing.T) {
 // note holds every string of want.
 func catWaitPodGroupEvent(t testing.TB, ns, pg, reason string, want []string) {
 	t.Helper()
-	err := harness.WaitFor(context.Background(), gangTimeout, fmt.Sprintf("%s event on PodGroup %s/%s", reason, ns, pg), func(ctx context.Context) (bool, string, error) {
+	err := localcluster.WaitFor(context.Background(), gangTimeout, fmt.Sprintf("%s event on PodGroup %s/%s", reason, ns, pg), func(ctx context.Context) (bool, string, error) {
 		evs, err := controlPlane.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, "", err
@@ -455,7 +455,7 @@ func catContainsAll(s string, want []string) bool {
 // that lack it and logs the namespace.
 func catWaitMembersUnschedulable(t testing.TB, ns, selector string, n int, want []string) {
 	t.Helper()
-	err := harness.WaitFor(context.Background(), gangTimeout, fmt.Sprintf("%d pods (%s) Unschedulable with the gang's reason", n, selector), func(ctx context.Context) (bool, string, error) {
+	err := localcluster.WaitFor(context.Background(), gangTimeout, fmt.Sprintf("%d pods (%s) Unschedulable with the gang's reason", n, selector), func(ctx context.Context) (bool, string, error) {
 		pods, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
 			return false, "", err

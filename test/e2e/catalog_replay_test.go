@@ -22,9 +22,9 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"github.com/muster-io/muster/catalog"
-	"github.com/muster-io/muster/definition"
-	"github.com/muster-io/muster/test/harness"
+	"github.com/muster-io/muster/localcluster"
 )
 
 // Replaying a catalog fixture next to the real built-in controllers.
@@ -63,7 +63,7 @@ import (
 //     made a ReplicaSet of its own.
 
 func init() {
-	registerSetup("catalog fixture CRD versions", func(ctx context.Context, cp *harness.ControlPlane) error {
+	registerSetup("catalog fixture CRD versions", func(ctx context.Context, cp *localcluster.ControlPlane) error {
 		crds, err := catMultiVersionCRDs(pgrRepoRoot())
 		if err != nil {
 			return err
@@ -135,7 +135,7 @@ func catMultiVersionCRDs(root string) ([]*apiextensionsv1.CustomResourceDefiniti
 		if len(vs) < 2 || !ok {
 			continue
 		}
-		crd := harness.PermissiveCRD(gk.Group, stored, gk.Kind, strings.ToLower(gk.Kind)+"s", apiextensionsv1.NamespaceScoped)
+		crd := localcluster.PermissiveCRD(gk.Group, stored, gk.Kind, strings.ToLower(gk.Kind)+"s", apiextensionsv1.NamespaceScoped)
 		var names []string
 		for v := range vs {
 			if v != stored {
@@ -322,7 +322,7 @@ func catFencePods(t testing.TB, ns string) (remove func()) {
 		_ = controlPlane.Dynamic.Resource(catVAPGVR).Delete(ctx, name, metav1.DeleteOptions{})
 		// Wait until the policy is gone from the API server's view, so a
 		// later scale-up is not refused.
-		err := harness.WaitFor(ctx, time.Minute, "replay policy lifted in "+ns, func(ctx context.Context) (bool, string, error) {
+		err := localcluster.WaitFor(ctx, time.Minute, "replay policy lifted in "+ns, func(ctx context.Context) (bool, string, error) {
 			err := catProbePod(ctx, ns)
 			return err == nil, fmt.Sprint(err), nil
 		})
@@ -331,7 +331,7 @@ func catFencePods(t testing.TB, ns string) (remove func()) {
 		}
 	}
 	t.Cleanup(remove)
-	err := harness.WaitFor(ctx, time.Minute, "replay policy in force in "+ns, func(ctx context.Context) (bool, string, error) {
+	err := localcluster.WaitFor(ctx, time.Minute, "replay policy in force in "+ns, func(ctx context.Context) (bool, string, error) {
 		err := catProbePod(ctx, ns)
 		return apierrors.IsInvalid(err) || apierrors.IsForbidden(err), fmt.Sprint(err), nil
 	})
@@ -669,7 +669,7 @@ func catReplay(t testing.TB, ns, sched string, f *catFixture) *catReplayed {
 // labelled, updated) equal to spec.replicas.
 func catWaitCounted(t testing.TB, what string, get func(context.Context) (genLag int64, spec, status, other int32, err error)) {
 	t.Helper()
-	err := harness.WaitFor(context.Background(), time.Minute, what+" counted the fixture pods", func(ctx context.Context) (bool, string, error) {
+	err := localcluster.WaitFor(context.Background(), time.Minute, what+" counted the fixture pods", func(ctx context.Context) (bool, string, error) {
 		lag, spec, status, other, err := get(ctx)
 		if err != nil {
 			return false, "", err
@@ -729,7 +729,7 @@ func catExpectedPodGroupName(t testing.TB, defName, workload, gang string, keys 
 	if err != nil {
 		t.Fatal(err)
 	}
-	var k *definition.Karta
+	var k *kartav1alpha1.Karta
 	for _, c := range kartas {
 		if c.Name == defName {
 			k = c

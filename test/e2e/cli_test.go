@@ -17,9 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/muster-io/muster/definition"
-	"github.com/muster-io/muster/internal/cli"
-	"github.com/muster-io/muster/test/harness"
+	"github.com/muster-io/muster/api"
+	"github.com/muster-io/muster/cli"
+	"github.com/muster-io/muster/localcluster"
 )
 
 // The CLI against the shared control plane. No JobSet operator runs here:
@@ -33,8 +33,8 @@ import (
 var jobSetGVR = schema.GroupVersionResource{Group: "jobset.x-k8s.io", Version: "v1alpha2", Resource: "jobsets"}
 
 func init() {
-	registerSetup("JobSet CRD for the CLI tests", func(ctx context.Context, cp *harness.ControlPlane) error {
-		return cp.InstallCRD(ctx, harness.PermissiveCRD("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", apiextensionsv1.NamespaceScoped, "js"))
+	registerSetup("JobSet CRD for the CLI tests", func(ctx context.Context, cp *localcluster.ControlPlane) error {
+		return cp.InstallCRD(ctx, localcluster.PermissiveCRD("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", apiextensionsv1.NamespaceScoped, "js"))
 	})
 }
 
@@ -42,15 +42,15 @@ func init() {
 // asking for gpus nvidia.com/gpu, placed on pool, scheduled by sched, in
 // PodGroup pg.
 func jobSet(ns, name, pool, sched, pg string, workers, gpus int) *unstructured.Unstructured {
-	sel, tol := harness.PoolPlacement(pool)
+	sel, tol := localcluster.PoolPlacement(pool)
 	tmpl := func() map[string]any {
 		return map[string]any{"spec": map[string]any{
 			"completionMode": "Indexed", "parallelism": int64(1), "completions": int64(1), "backoffLimit": int64(0),
 			"template": map[string]any{
-				"metadata": map[string]any{"labels": map[string]any{definition.LabelPodGroup: pg}},
+				"metadata": map[string]any{"labels": map[string]any{api.LabelPodGroup: pg}},
 				"spec": map[string]any{
 					"schedulerName": sched, "restartPolicy": "OnFailure",
-					"nodeSelector": map[string]any{harness.PoolLabel: sel[harness.PoolLabel]},
+					"nodeSelector": map[string]any{localcluster.PoolLabel: sel[localcluster.PoolLabel]},
 					"tolerations":  []any{map[string]any{"key": tol.Key, "operator": string(tol.Operator), "value": tol.Value, "effect": string(tol.Effect)}},
 					"containers": []any{map[string]any{"name": "trainer", "image": "registry.invalid/trainer",
 						"resources": map[string]any{
@@ -88,7 +88,7 @@ func createJobSetWorkload(t testing.TB, js *unstructured.Unstructured, pg string
 	pgObj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
 		"metadata": map[string]any{"name": pg, "namespace": ns, "labels": map[string]any{
-			definition.LabelWorkloadKind: "JobSet", definition.LabelWorkloadName: created.GetName(), definition.LabelDefinition: "jobset"}},
+			api.LabelWorkloadKind: "JobSet", api.LabelWorkloadName: created.GetName(), api.LabelDefinition: "jobset"}},
 		"spec": map[string]any{"minMember": minMember},
 	}}
 	pgObj.SetOwnerReferences([]metav1.OwnerReference{owner})
@@ -171,7 +171,7 @@ func describeJSON(t testing.TB, ns, ref string) *cli.Description {
 // waitPods waits until the namespace has n pods for which ok holds.
 func waitPods(t testing.TB, ns string, n int, what string, ok func(*corev1.Pod) bool) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, harness.LongTimeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, localcluster.LongTimeout, true, func(ctx context.Context) (bool, error) {
 		list, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, nil
@@ -214,7 +214,9 @@ func TestCLIDescribeJobSet(t *testing.T) {
 	ns := testNamespace(t, "cli-")
 	sched := "muster-" + ns
 	startGangScheduler(t, sched, nil)
-	testPool(t, ns, 3, func(i int) harness.NodeSpec { return harness.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 4} })
+	testPool(t, ns, 3, func(i int) localcluster.NodeSpec {
+		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 4}
+	})
 	createJobSetWorkload(t, jobSet(ns, "trainer", ns, sched, "trainer-gang", 2, 4), "trainer-gang", 3, "")
 	waitPods(t, ns, 3, "ready", podIsReady)
 
@@ -270,7 +272,9 @@ func TestCLIDescribePendingGang(t *testing.T) {
 	ns := testNamespace(t, "cli-pending-")
 	sched := "muster-" + ns
 	startGangScheduler(t, sched, nil)
-	testPool(t, ns, 3, func(i int) harness.NodeSpec { return harness.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 4} })
+	testPool(t, ns, 3, func(i int) localcluster.NodeSpec {
+		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 4}
+	})
 	createJobSetWorkload(t, jobSet(ns, "big", ns, sched, "big-gang", 2, 8), "big-gang", 3, "")
 	waitPods(t, ns, 3, "unschedulable", podUnschedulable)
 
@@ -335,7 +339,7 @@ func BenchmarkDescribe1000(b *testing.B) {
 	for i := range nodeNames {
 		nodeNames[i] = fmt.Sprintf("%s-%d", ns, i)
 	}
-	testPool(b, ns, len(nodeNames), func(i int) harness.NodeSpec { return harness.NodeSpec{Name: nodeNames[i], GPUs: 8} })
+	testPool(b, ns, len(nodeNames), func(i int) localcluster.NodeSpec { return localcluster.NodeSpec{Name: nodeNames[i], GPUs: 8} })
 	if err := createPods(ctx, ns, jobs*perJob, 16, func(i int) *corev1.Pod {
 		job := jobList.Items[i/perJob]
 		labels := map[string]string{}

@@ -27,15 +27,15 @@ import (
 	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 	"sigs.k8s.io/yaml"
 
-	"github.com/muster-io/muster/definition"
+	"github.com/muster-io/muster/api"
+	"github.com/muster-io/muster/localcluster"
 	"github.com/muster-io/muster/plugins/gang"
-	"github.com/muster-io/muster/test/harness"
 )
 
 func init() {
 	// The PodGroup CRD comes from the scheduler-plugins module itself, so the
 	// test always runs against the schema the plugin's types were built for.
-	registerSetup("PodGroup CRD", func(ctx context.Context, cp *harness.ControlPlane) error {
+	registerSetup("PodGroup CRD", func(ctx context.Context, cp *localcluster.ControlPlane) error {
 		dir, err := moduleDir("sigs.k8s.io/scheduler-plugins")
 		if err != nil {
 			return err
@@ -116,7 +116,7 @@ func schedulerConfig(t testing.TB, schedulerName string, args map[string]any) *c
 // schedulerName; stop is also registered as a cleanup.
 func startGangScheduler(t testing.TB, schedulerName string, args map[string]any) (stop func()) {
 	t.Helper()
-	stop, err := harness.StartScheduler(context.Background(), controlPlane, harness.SchedulerOptions{
+	stop, err := localcluster.StartScheduler(context.Background(), controlPlane, localcluster.SchedulerOptions{
 		Config:            schedulerConfig(t, schedulerName, args),
 		OutOfTreeRegistry: frameworkruntime.Registry{gang.Name: newObservedGang},
 	})
@@ -160,9 +160,9 @@ type podSpec struct {
 func makePod(ns string, s podSpec) *corev1.Pod {
 	req := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
 	if s.gpus > 0 {
-		req[harness.DefaultGPUResource] = *resource.NewQuantity(s.gpus, resource.DecimalSI)
+		req[localcluster.DefaultGPUResource] = *resource.NewQuantity(s.gpus, resource.DecimalSI)
 	}
-	sel, tol := harness.PoolPlacement(s.pool)
+	sel, tol := localcluster.PoolPlacement(s.pool)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.name, Labels: map[string]string{"test": "gang"}, Annotations: s.annotations},
 		Spec: corev1.PodSpec{
@@ -176,7 +176,7 @@ func makePod(ns string, s podSpec) *corev1.Pod {
 		},
 	}
 	if s.gang != "" {
-		pod.Labels[definition.LabelPodGroup] = s.gang
+		pod.Labels[api.LabelPodGroup] = s.gang
 		pod.Labels["gang"] = s.gang
 	}
 	if s.mutate != nil {
@@ -332,7 +332,7 @@ func watchPodGroupBinding(t testing.TB, ns string, minMember map[string]int) *pa
 	for g, n := range minMember {
 		gangs[g] = gangWatch{min: n}
 	}
-	return startWatcher(t, &partialWatcher{ns: ns, label: definition.LabelPodGroup, strict: true, gangs: gangs})
+	return startWatcher(t, &partialWatcher{ns: ns, label: api.LabelPodGroup, strict: true, gangs: gangs})
 }
 
 // startWatcher samples w every 100 ms until its check runs.
@@ -505,7 +505,7 @@ func podScheduled(t testing.TB, ns, name string) (corev1.PodCondition, bool) {
 func waitUnschedulable(t testing.TB, ns, name, contains string, timeout time.Duration) corev1.PodCondition {
 	t.Helper()
 	var last corev1.PodCondition
-	err := harness.WaitFor(context.Background(), timeout, "pod "+name+" Unschedulable", func(ctx context.Context) (bool, string, error) {
+	err := localcluster.WaitFor(context.Background(), timeout, "pod "+name+" Unschedulable", func(ctx context.Context) (bool, string, error) {
 		c, ok := podScheduled(t, ns, name)
 		last = c
 		if !ok {

@@ -17,8 +17,8 @@ import (
 	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/utils/ptr"
 
-	"github.com/muster-io/muster/definition"
-	"github.com/muster-io/muster/test/harness"
+	"github.com/muster-io/muster/api"
+	"github.com/muster-io/muster/localcluster"
 )
 
 const gangTimeout = 60 * time.Second
@@ -29,7 +29,9 @@ func TestGangAllOrNothing(t *testing.T) {
 	ns := testNamespace(t, "gang-1-")
 	sched := "muster-" + ns
 	startGangScheduler(t, sched, nil)
-	testPool(t, ns, 3, func(i int) harness.NodeSpec { return harness.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 4} })
+	testPool(t, ns, 3, func(i int) localcluster.NodeSpec {
+		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 4}
+	})
 
 	begin := time.Now()
 	w := watchPartial(t, ns, map[string]int{"fits": 12, "short": 12})
@@ -65,7 +67,7 @@ func TestGangAllOrNothing(t *testing.T) {
 	}
 
 	begin = time.Now()
-	testPool(t, ns, 1, func(int) harness.NodeSpec { return harness.NodeSpec{Name: ns + "-extra", GPUs: 4} })
+	testPool(t, ns, 1, func(int) localcluster.NodeSpec { return localcluster.NodeSpec{Name: ns + "-extra", GPUs: 4} })
 	waitGangBound(t, ns, "short", 12, gangTimeout)
 	t.Logf("gang bound %s after a node was added", time.Since(begin).Round(time.Millisecond))
 	w.check(t)
@@ -79,8 +81,8 @@ func setNodeGPUs(t testing.TB, name string, gpus int64) {
 		t.Fatal(err)
 	}
 	q := *resource.NewQuantity(gpus, resource.DecimalSI)
-	n.Status.Allocatable[harness.DefaultGPUResource] = q
-	n.Status.Capacity[harness.DefaultGPUResource] = q
+	n.Status.Allocatable[localcluster.DefaultGPUResource] = q
+	n.Status.Capacity[localcluster.DefaultGPUResource] = q
 	if _, err := controlPlane.Client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +94,9 @@ func TestGangTwoCompeting(t *testing.T) {
 	ns := testNamespace(t, "gang-2a-")
 	sched := "muster-" + ns
 	startGangScheduler(t, sched, nil)
-	testPool(t, ns, 2, func(i int) harness.NodeSpec { return harness.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 4} })
+	testPool(t, ns, 2, func(i int) localcluster.NodeSpec {
+		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 4}
+	})
 	w := watchPartial(t, ns, map[string]int{"a": 6, "b": 6})
 	createPodGroup(t, ns, "a", 6, nil)
 	createPodGroup(t, ns, "b", 6, nil)
@@ -100,7 +104,7 @@ func TestGangTwoCompeting(t *testing.T) {
 	createGangPods(t, ns, 6, podSpec{name: "b", scheduler: sched, pool: ns, gang: "b", gpus: 1})
 
 	var winner, loser string
-	err := harness.WaitFor(context.Background(), gangTimeout, "one gang bound whole", func(ctx context.Context) (bool, string, error) {
+	err := localcluster.WaitFor(context.Background(), gangTimeout, "one gang bound whole", func(ctx context.Context) (bool, string, error) {
 		bound, _, err := boundByGang(ctx, ns)
 		if err != nil {
 			return false, "", err
@@ -139,7 +143,9 @@ func TestGangTwentyOnRoomForTen(t *testing.T) {
 	sched := "muster-" + ns
 	startGangScheduler(t, sched, nil)
 	// 5 nodes x 8 GPUs = 40 GPUs; each gang is 4 x 1 GPU: room for 10 gangs.
-	testPool(t, ns, 5, func(i int) harness.NodeSpec { return harness.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 8} })
+	testPool(t, ns, 5, func(i int) localcluster.NodeSpec {
+		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 8}
+	})
 	mins := map[string]int{}
 	order := rand.Perm(20)
 	for _, i := range order {
@@ -151,7 +157,7 @@ func TestGangTwentyOnRoomForTen(t *testing.T) {
 		createPodGroup(t, ns, name, 4, nil)
 		createGangPods(t, ns, 4, podSpec{name: name, scheduler: sched, pool: ns, gang: name, gpus: 1})
 	}
-	err := harness.WaitFor(context.Background(), gangTimeout, "10 gangs bound whole", func(ctx context.Context) (bool, string, error) {
+	err := localcluster.WaitFor(context.Background(), gangTimeout, "10 gangs bound whole", func(ctx context.Context) (bool, string, error) {
 		bound, _, err := boundByGang(ctx, ns)
 		if err != nil {
 			return false, "", err
@@ -187,7 +193,9 @@ func TestGangFragmentation(t *testing.T) {
 	ns := testNamespace(t, "gang-3-")
 	sched := "muster-" + ns
 	startGangScheduler(t, sched, nil)
-	testPool(t, ns, 4, func(i int) harness.NodeSpec { return harness.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 4} })
+	testPool(t, ns, 4, func(i int) localcluster.NodeSpec {
+		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 4}
+	})
 	createPodGroup(t, ns, "big", 2, nil)
 	createGangPods(t, ns, 2, podSpec{name: "big", scheduler: sched, pool: ns, gang: "big", gpus: 8})
 	c := waitUnschedulable(t, ns, "big-0", "no node has room for one member", gangTimeout)
@@ -198,7 +206,7 @@ func TestGangFragmentation(t *testing.T) {
 	}
 	waitUnschedulable(t, ns, "big-1", "no node has room for one member", gangTimeout)
 	// Nothing reserved: a gang-free pod can take the whole of one node.
-	createGangPods(t, ns, 4, podSpec{name: "free", scheduler: sched, pool: ns, gpus: 4, annotations: map[string]string{definition.AnnotationGang: definition.GangNone},
+	createGangPods(t, ns, 4, podSpec{name: "free", scheduler: sched, pool: ns, gpus: 4, annotations: map[string]string{api.AnnotationGang: api.GangNone},
 		mutate: func(p *corev1.Pod) { p.Labels["gang"] = "free" }})
 	waitGangBound(t, ns, "free", 4, gangTimeout)
 }
@@ -210,10 +218,10 @@ func TestGangTopology(t *testing.T) {
 	sched := "muster-" + ns
 	startGangScheduler(t, sched, nil)
 	// 2 zones x 2 nodes x 4 GPUs.
-	testPool(t, ns, 4, func(i int) harness.NodeSpec {
-		return harness.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 4, Labels: map[string]string{harness.ZoneLabel: fmt.Sprintf("z%d", i/2)}}
+	testPool(t, ns, 4, func(i int) localcluster.NodeSpec {
+		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 4, Labels: map[string]string{localcluster.ZoneLabel: fmt.Sprintf("z%d", i/2)}}
 	})
-	createPodGroup(t, ns, "req", 6, map[string]string{definition.AnnotationTopologyRequired: harness.ZoneLabel})
+	createPodGroup(t, ns, "req", 6, map[string]string{api.AnnotationTopologyRequired: localcluster.ZoneLabel})
 	createGangPods(t, ns, 6, podSpec{name: "req", scheduler: sched, pool: ns, gang: "req", gpus: 1})
 	pods, err := controlPlane.WaitPodsBound(context.Background(), ns, "gang=req", 6, gangTimeout)
 	if err != nil {
@@ -225,7 +233,7 @@ func TestGangTopology(t *testing.T) {
 	}
 	// 8 GPUs left: 2 in the used zone, 8-2... the other zone has 8 free; a
 	// preferred gang of 10 fits in no zone and must spread.
-	createPodGroup(t, ns, "pref", 10, map[string]string{definition.AnnotationTopologyPreferred: harness.ZoneLabel})
+	createPodGroup(t, ns, "pref", 10, map[string]string{api.AnnotationTopologyPreferred: localcluster.ZoneLabel})
 	createGangPods(t, ns, 10, podSpec{name: "pref", scheduler: sched, pool: ns, gang: "pref", gpus: 1})
 	pods, err = controlPlane.WaitPodsBound(context.Background(), ns, "gang=pref", 10, gangTimeout)
 	if err != nil {
@@ -244,7 +252,7 @@ func zonesOf(t testing.TB, pods []corev1.Pod) map[string]int {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[n.Labels[harness.ZoneLabel]]++
+		out[n.Labels[localcluster.ZoneLabel]]++
 	}
 	return out
 }
@@ -270,7 +278,9 @@ func bindDirect(t testing.TB, ns, name, node string) {
 func TestGangSchedulerRestart(t *testing.T) {
 	ns := testNamespace(t, "gang-5-")
 	sched := "muster-" + ns
-	testPool(t, ns, 2, func(i int) harness.NodeSpec { return harness.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 4} })
+	testPool(t, ns, 2, func(i int) localcluster.NodeSpec {
+		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 4}
+	})
 
 	t.Run("stopped at the barrier", func(t *testing.T) {
 		// minMember 8 but only 7 pods at first: no plan is possible for 8
@@ -332,7 +342,7 @@ func TestGangSchedulerRestart(t *testing.T) {
 		startGangScheduler(t, sched, map[string]any{"partialGangGracePeriodSeconds": 2})
 		createGangPods(t, ns, 4, podSpec{name: "c", scheduler: sched, pool: ns, gang: "c", gpus: 2})
 		waitUnschedulable(t, ns, "c-0", "gang "+ns+"/c", gangTimeout)
-		err := harness.WaitFor(context.Background(), gangTimeout, "partly bound gang evicted", func(ctx context.Context) (bool, string, error) {
+		err := localcluster.WaitFor(context.Background(), gangTimeout, "partly bound gang evicted", func(ctx context.Context) (bool, string, error) {
 			bound, total, err := boundByGang(ctx, ns)
 			return bound["c"] == 0, fmt.Sprintf("%d of %d bound", bound["c"], total["c"]), err
 		})
@@ -380,7 +390,9 @@ func TestGangPlainPods(t *testing.T) {
 	ns := testNamespace(t, "gang-7-")
 	sched := "muster-" + ns
 	startGangScheduler(t, sched, map[string]any{"requirePodGrouper": false})
-	testPool(t, ns, 2, func(i int) harness.NodeSpec { return harness.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 2} })
+	testPool(t, ns, 2, func(i int) localcluster.NodeSpec {
+		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 2}
+	})
 	createGangPods(t, ns, 4, podSpec{name: "plain", scheduler: sched, pool: ns, gpus: 1, mutate: func(p *corev1.Pod) { p.Labels["gang"] = "plain" }})
 	waitGangBound(t, ns, "plain", 4, gangTimeout)
 	// One more does not fit: the default Fit reason, no gang wording.
@@ -396,9 +408,11 @@ func TestGangWaitsForPodGrouper(t *testing.T) {
 	ns := testNamespace(t, "gang-7b-")
 	sched := "muster-" + ns
 	startGangScheduler(t, sched, nil)
-	testPool(t, ns, 1, func(i int) harness.NodeSpec { return harness.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 2} })
+	testPool(t, ns, 1, func(i int) localcluster.NodeSpec {
+		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 2}
+	})
 	createGangPods(t, ns, 1, podSpec{name: "unlabelled", scheduler: sched, pool: ns, gpus: 1})
-	err := harness.WaitFor(context.Background(), gangTimeout, "GangWaiting event", func(ctx context.Context) (bool, string, error) {
+	err := localcluster.WaitFor(context.Background(), gangTimeout, "GangWaiting event", func(ctx context.Context) (bool, string, error) {
 		evs, err := controlPlane.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, "", err
@@ -421,7 +435,7 @@ func TestGangWaitsForPodGrouper(t *testing.T) {
 	if p.Spec.NodeName != "" {
 		t.Fatalf("unlabelled pod bound to %s without the pod-grouper", p.Spec.NodeName)
 	}
-	p.Annotations = map[string]string{definition.AnnotationGang: definition.GangNone}
+	p.Annotations = map[string]string{api.AnnotationGang: api.GangNone}
 	if _, err := controlPlane.Client.CoreV1().Pods(ns).Update(context.Background(), p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -446,7 +460,9 @@ func TestGangMixedWithNative(t *testing.T) {
 	sched := "muster-" + ns
 	startGangScheduler(t, sched, nil)
 	// 2 x 4 GPUs = 8: native 3 + muster 2 + free 1 fit, leaving 2.
-	testPool(t, ns, 2, func(i int) harness.NodeSpec { return harness.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 4} })
+	testPool(t, ns, 2, func(i int) localcluster.NodeSpec {
+		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 4}
+	})
 	w := watchGangs(t, ns, map[string]gangWatch{
 		"nfit": {min: 3, native: true},
 		"nbig": {min: 3, native: true},
@@ -474,7 +490,7 @@ func TestGangMixedWithNative(t *testing.T) {
 	createPodGroup(t, ns, "mg", 2, nil)
 	createGangPods(t, ns, 2, podSpec{name: "mg", scheduler: sched, pool: ns, gang: "mg", gpus: 1})
 	createGangPods(t, ns, 1, podSpec{name: "free", scheduler: sched, pool: ns, gpus: 1,
-		annotations: map[string]string{definition.AnnotationGang: definition.GangNone},
+		annotations: map[string]string{api.AnnotationGang: api.GangNone},
 		mutate:      func(p *corev1.Pod) { p.Labels["gang"] = "free" }})
 	waitGangBound(t, ns, "nfit", 3, gangTimeout)
 	waitGangBound(t, ns, "mg", 2, gangTimeout)
@@ -527,7 +543,7 @@ func TestGangMixedWithNative(t *testing.T) {
 func waitUnschedulableAny(t testing.TB, ns, name string, timeout time.Duration) corev1.PodCondition {
 	t.Helper()
 	var last corev1.PodCondition
-	err := harness.WaitFor(context.Background(), timeout, "pod "+name+" not scheduled", func(ctx context.Context) (bool, string, error) {
+	err := localcluster.WaitFor(context.Background(), timeout, "pod "+name+" not scheduled", func(ctx context.Context) (bool, string, error) {
 		c, ok := podScheduled(t, ns, name)
 		last = c
 		return ok && c.Status == corev1.ConditionFalse, c.Reason + ": " + c.Message, nil

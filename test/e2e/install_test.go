@@ -34,13 +34,14 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/muster-io/muster/api"
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"github.com/muster-io/muster/catalog"
 	podgrouperapp "github.com/muster-io/muster/cmd/muster-podgrouper/app"
-	"github.com/muster-io/muster/definition"
-	"github.com/muster-io/muster/internal/rbacgen"
+	"github.com/muster-io/muster/hack/rbacgen"
+	"github.com/muster-io/muster/localcluster"
 	"github.com/muster-io/muster/manifests"
 	"github.com/muster-io/muster/plugins/gang"
-	"github.com/muster-io/muster/test/harness"
 )
 
 // The install tests run on a control plane of their own: the shared one
@@ -57,7 +58,7 @@ const (
 // startRBACControlPlane starts the RBAC control plane (stopped when t
 // ends) and installs the CRDs muster ships plus permissive CRDs for the two
 // workload frameworks the run uses. It returns the audit log's path.
-func startRBACControlPlane(t *testing.T) (*harness.ControlPlane, string) {
+func startRBACControlPlane(t *testing.T) (*localcluster.ControlPlane, string) {
 	t.Helper()
 	dir := t.TempDir()
 	policy := filepath.Join(dir, "audit-policy.yaml")
@@ -65,7 +66,7 @@ func startRBACControlPlane(t *testing.T) (*harness.ControlPlane, string) {
 	if err := os.WriteFile(policy, []byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cp, err := harness.Start(harness.Options{
+	cp, err := localcluster.Start(localcluster.Options{
 		NativePodGroups: true, // as the shared one: the scheduler's native-gang rules are exercised
 		APIServerFlags: []string{
 			"--authorization-mode=Node,RBAC",
@@ -81,8 +82,8 @@ func startRBACControlPlane(t *testing.T) (*harness.ControlPlane, string) {
 	ctx := context.Background()
 	crds := shippedCRDs(t)
 	crds = append(crds,
-		harness.PermissiveCRD("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", apiextensionsv1.NamespaceScoped),
-		harness.PermissiveCRD("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet", "leaderworkersets", apiextensionsv1.NamespaceScoped))
+		localcluster.PermissiveCRD("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", apiextensionsv1.NamespaceScoped),
+		localcluster.PermissiveCRD("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet", "leaderworkersets", apiextensionsv1.NamespaceScoped))
 	for _, crd := range crds {
 		if err := cp.InstallCRD(ctx, crd); err != nil {
 			t.Fatal(err)
@@ -119,7 +120,7 @@ func shippedCRDs(t testing.TB) []*apiextensionsv1.CustomResourceDefinition {
 			continue
 		}
 		data, _ := json.Marshal(o.Object)
-		crds, err := harness.DecodeCRDs(data)
+		crds, err := localcluster.DecodeCRDs(data)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,14 +136,14 @@ func shippedCRDs(t testing.TB) []*apiextensionsv1.CustomResourceDefinition {
 		if err != nil {
 			t.Fatal(err)
 		}
-		crds, err := harness.DecodeCRDs(data)
+		crds, err := localcluster.DecodeCRDs(data)
 		if err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, crds...)
 	}
 	if !have["kartas.run.ai"] {
-		out = append(out, harness.PermissiveCRD(definition.Group, definition.Version, definition.Kind, "kartas", apiextensionsv1.ClusterScoped, "krt"))
+		out = append(out, localcluster.PermissiveCRD(kartav1alpha1.Group, kartav1alpha1.Version, kartav1alpha1.Kind, "kartas", apiextensionsv1.ClusterScoped, "krt"))
 	}
 	return out
 }
@@ -152,7 +153,7 @@ func manifestsDir() string { return filepath.Join("..", "..", "manifests") }
 // apply server-side applies objs in install order; dryRun adds
 // dryRun=All (CRDs and Namespaces are always applied for real: the other
 // objects' dry run needs them to exist).
-func apply(ctx context.Context, cp *harness.ControlPlane, objs []*unstructured.Unstructured, dryRun bool) error {
+func apply(ctx context.Context, cp *localcluster.ControlPlane, objs []*unstructured.Unstructured, dryRun bool) error {
 	var errs []error
 	for _, o := range manifests.InstallOrder(objs) {
 		o = o.DeepCopy()
@@ -181,7 +182,7 @@ func apply(ctx context.Context, cp *harness.ControlPlane, objs []*unstructured.U
 // Helm chart (defaults, and with the chart owning the Namespace) passes
 // server-side apply with dryRun=All on a real apiserver (validation,
 // defaulting, admission), after the CRDs are in for real.
-func installManifestsApply(t *testing.T, cp *harness.ControlPlane) {
+func installManifestsApply(t *testing.T, cp *localcluster.ControlPlane) {
 	ctx := context.Background()
 	kobjs, err := manifests.Kustomize(manifestsDir())
 	if err != nil {
@@ -211,8 +212,8 @@ func installManifestsApply(t *testing.T, cp *harness.ControlPlane) {
 
 // installBuiltinPlurals: the generated role names built-in kinds by the
 // resource this apiserver serves them under (the corpus test in
-// internal/rbacgen covers the CRD kinds).
-func installBuiltinPlurals(t *testing.T, cp *harness.ControlPlane) {
+// hack/rbacgen covers the CRD kinds).
+func installBuiltinPlurals(t *testing.T, cp *localcluster.ControlPlane) {
 	defs, err := catalog.Embedded()
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +239,7 @@ func installBuiltinPlurals(t *testing.T, cp *harness.ControlPlane) {
 }
 
 // installMuster applies the kustomize set for real.
-func installMuster(t *testing.T, cp *harness.ControlPlane) []*unstructured.Unstructured {
+func installMuster(t *testing.T, cp *localcluster.ControlPlane) []*unstructured.Unstructured {
 	t.Helper()
 	objs, err := manifests.Kustomize(manifestsDir())
 	if err != nil {
@@ -250,7 +251,7 @@ func installMuster(t *testing.T, cp *harness.ControlPlane) []*unstructured.Unstr
 	return objs
 }
 
-func sar(t *testing.T, cp *harness.ControlPlane, user string, ra authorizationv1.ResourceAttributes) bool {
+func sar(t *testing.T, cp *localcluster.ControlPlane, user string, ra authorizationv1.ResourceAttributes) bool {
 	t.Helper()
 	parts := strings.Split(user, ":")
 	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + parts[2], "system:authenticated"}
@@ -266,7 +267,7 @@ func sar(t *testing.T, cp *harness.ControlPlane, user string, ra authorizationv1
 // installRBACLeastPrivilege asks the apiserver's authorizer what each
 // service account may do under the installed RBAC: what the components need
 // is allowed, what they must never do is denied.
-func installRBACLeastPrivilege(t *testing.T, cp *harness.ControlPlane) {
+func installRBACLeastPrivilege(t *testing.T, cp *localcluster.ControlPlane) {
 	type ra = authorizationv1.ResourceAttributes
 	for _, tc := range []struct {
 		user string
@@ -320,7 +321,7 @@ func installRBACLeastPrivilege(t *testing.T, cp *harness.ControlPlane) {
 // muster-podgrouper-workloads by kube-controller-manager's aggregation
 // controller (run here for real), and the pod-grouper may read the kind,
 // without an edit to muster's roles.
-func installAggregatedWorkloadRole(t *testing.T, cp *harness.ControlPlane) {
+func installAggregatedWorkloadRole(t *testing.T, cp *localcluster.ControlPlane) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	widgets := authorizationv1.ResourceAttributes{Verb: "list", Group: "example.com", Resource: "widgets"}
@@ -344,7 +345,7 @@ func installAggregatedWorkloadRole(t *testing.T, cp *harness.ControlPlane) {
 	defer func() {
 		_ = cp.Client.RbacV1().ClusterRoles().Delete(context.Background(), "muster-podgrouper-widgets", metav1.DeleteOptions{})
 	}()
-	err = harness.WaitFor(ctx, harness.ShortTimeout, "widgets readable by the pod-grouper", func(ctx context.Context) (bool, string, error) {
+	err = localcluster.WaitFor(ctx, localcluster.ShortTimeout, "widgets readable by the pod-grouper", func(ctx context.Context) (bool, string, error) {
 		return sar(t, cp, podgrouperSA, widgets), "not yet aggregated", nil
 	})
 	if err != nil {
@@ -363,7 +364,7 @@ func installAggregatedWorkloadRole(t *testing.T, cp *harness.ControlPlane) {
 }
 
 // impersonating returns a kubeconfig file for cp that acts as user.
-func impersonating(t *testing.T, cp *harness.ControlPlane, user string) (string, *rest.Config) {
+func impersonating(t *testing.T, cp *localcluster.ControlPlane, user string) (string, *rest.Config) {
 	t.Helper()
 	cfg := cp.RestConfig
 	kc := clientcmdapi.NewConfig()
@@ -437,7 +438,7 @@ func auditByUser(t *testing.T, path string) (requests map[string]int, forbidden 
 // JobSet-shaped and an LWS-shaped workload. Both must do their whole job —
 // PodGroups written, pods labelled, every pod bound, both leases taken —
 // and the audit log must hold no Forbidden for either identity.
-func installComponentsRun(t *testing.T, cp *harness.ControlPlane, auditPath string, objs []*unstructured.Unstructured) {
+func installComponentsRun(t *testing.T, cp *localcluster.ControlPlane, auditPath string, objs []*unstructured.Unstructured) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -466,11 +467,11 @@ func installComponentsRun(t *testing.T, cp *harness.ControlPlane, auditPath stri
 	if _, err := cp.StartControllers(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cp.StartPodSimulator(ctx, harness.PodSimulatorOptions{}); err != nil {
+	if _, err := cp.StartPodSimulator(ctx, localcluster.PodSimulatorOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cp.CreateNodes(ctx, 3, func(i int) harness.NodeSpec {
-		return harness.NodeSpec{Name: fmt.Sprintf("install-%d", i), CPU: 8}
+	if _, err := cp.CreateNodes(ctx, 3, func(i int) localcluster.NodeSpec {
+		return localcluster.NodeSpec{Name: fmt.Sprintf("install-%d", i), CPU: 8}
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -513,7 +514,7 @@ func installComponentsRun(t *testing.T, cp *harness.ControlPlane, auditPath stri
 	cfgDoc["clientConnection"] = map[string]any{"kubeconfig": schedKubeconfig, "qps": 1000, "burst": 2000}
 	cfgDoc["leaderElection"] = map[string]any{"leaderElect": false}
 	cfgYAML, _ := yaml.Marshal(cfgDoc)
-	stopSched, err := harness.StartSchedulerApp(ctx, cp, cfgYAML, app.WithPlugin(gang.Name, gang.New))
+	stopSched, err := localcluster.StartSchedulerApp(ctx, cp, cfgYAML, app.WithPlugin(gang.Name, gang.New))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -538,7 +539,7 @@ func installComponentsRun(t *testing.T, cp *harness.ControlPlane, auditPath stri
 	lwsName := createInstallLWS(t, cp, ns)
 
 	// Not fatal: on failure the audit log below usually says why.
-	if _, err := cp.WaitPodsBound(ctx, ns, "", 6, harness.LongTimeout); err != nil {
+	if _, err := cp.WaitPodsBound(ctx, ns, "", 6, localcluster.LongTimeout); err != nil {
 		t.Error(err)
 	}
 	pgs, err := cp.Dynamic.Resource(schema.GroupVersionResource{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Resource: "podgroups"}).
@@ -549,7 +550,7 @@ func installComponentsRun(t *testing.T, cp *harness.ControlPlane, auditPath stri
 	minMember := map[string]int64{}
 	for _, pg := range pgs.Items {
 		m, _, _ := unstructured.NestedInt64(pg.Object, "spec", "minMember")
-		minMember[pg.GetLabels()[definition.LabelWorkloadName]] += m
+		minMember[pg.GetLabels()[api.LabelWorkloadName]] += m
 	}
 	if minMember[jsName] != 3 || minMember[lwsName] != 3 {
 		t.Errorf("PodGroups min-member by workload = %v, want %s:3 %s:3", minMember, jsName, lwsName)
@@ -559,16 +560,16 @@ func installComponentsRun(t *testing.T, cp *harness.ControlPlane, auditPath stri
 		t.Fatal(err)
 	}
 	for _, p := range pods.Items {
-		if p.Labels[definition.LabelPodGroup] == "" {
+		if p.Labels[api.LabelPodGroup] == "" {
 			t.Errorf("pod %s bound but not labelled with its PodGroup", p.Name)
 		}
 	}
 	select {
 	case <-elected:
-	case <-time.After(harness.ShortTimeout):
+	case <-time.After(localcluster.ShortTimeout):
 		t.Errorf("the scheduler's identity could not take lease %s/%s", leaseNS, leaseName)
 	}
-	err = harness.WaitFor(ctx, harness.ShortTimeout, "pod-grouper lease", func(ctx context.Context) (bool, string, error) {
+	err = localcluster.WaitFor(ctx, localcluster.ShortTimeout, "pod-grouper lease", func(ctx context.Context) (bool, string, error) {
 		l, err := cp.Client.CoordinationV1().Leases(manifests.Namespace).Get(ctx, "muster-podgrouper", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, "no lease", nil
@@ -613,7 +614,7 @@ func installPodTemplate(restartPolicy string, labels map[string]any) map[string]
 // createInstallJobSet creates a JobSet of a leader and two workers and, as
 // the JobSet operator would, one Job per replica owned by it; the Job
 // controller makes the pods. Returns its name.
-func createInstallJobSet(t *testing.T, cp *harness.ControlPlane, ns string) string {
+func createInstallJobSet(t *testing.T, cp *localcluster.ControlPlane, ns string) string {
 	t.Helper()
 	ctx := context.Background()
 	jobSpec := func() map[string]any {
@@ -664,7 +665,7 @@ func createInstallJobSet(t *testing.T, cp *harness.ControlPlane, ns string) stri
 // its operator would, the leader StatefulSet (owned by the LWS) and, once
 // the leader pod exists, the group's worker StatefulSet owned by the
 // leader pod. The StatefulSet controller makes the pods. Returns its name.
-func createInstallLWS(t *testing.T, cp *harness.ControlPlane, ns string) string {
+func createInstallLWS(t *testing.T, cp *localcluster.ControlPlane, ns string) string {
 	t.Helper()
 	ctx := context.Background()
 	const name = "serve"
@@ -697,7 +698,7 @@ func createInstallLWS(t *testing.T, cp *harness.ControlPlane, ns string) string 
 	sts(name, 1, map[string]any{
 		"leaderworkerset.sigs.k8s.io/name": name, "leaderworkerset.sigs.k8s.io/group-index": "0", "leaderworkerset.sigs.k8s.io/worker-index": "0",
 	}, metav1.OwnerReference{APIVersion: "leaderworkerset.x-k8s.io/v1", Kind: "LeaderWorkerSet", Name: name, UID: created.GetUID(), Controller: ptr.To(true)})
-	leaders, err := cp.WaitPodCount(ctx, ns, "leaderworkerset.sigs.k8s.io/worker-index=0", 1, harness.ShortTimeout)
+	leaders, err := cp.WaitPodCount(ctx, ns, "leaderworkerset.sigs.k8s.io/worker-index=0", 1, localcluster.ShortTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,8 @@
 //
 // Conventions for tests here:
 //   - Put your objects in a namespace of your own (testNamespace).
-//   - Nodes are cluster-wide: create them in a pool (harness.NodeSpec.Pool)
-//     and give your pods harness.PoolPlacement, so tests do not land on each
+//   - Nodes are cluster-wide: create them in a pool (localcluster.NodeSpec.Pool)
+//     and give your pods localcluster.PoolPlacement, so tests do not land on each
 //     other's nodes. Delete the pool's nodes in t.Cleanup.
 //   - A scheduler name is served by one scheduler at a time. The shared one
 //     is "default-scheduler"; start your own profiles under other names.
@@ -24,20 +24,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/muster-io/muster/test/harness"
+	"github.com/muster-io/muster/localcluster"
 )
 
 var (
 	// controlPlane is the control plane shared by every test of the binary.
-	controlPlane *harness.ControlPlane
+	controlPlane *localcluster.ControlPlane
 	// podSim plays kubelet: bound pods become Running and Ready; tests
 	// finish pods with podSim.Succeed / podSim.Fail.
-	podSim *harness.PodSimulator
+	podSim *localcluster.PodSimulator
 )
 
 type setupStep struct {
 	name string
-	fn   func(ctx context.Context, cp *harness.ControlPlane) error
+	fn   func(ctx context.Context, cp *localcluster.ControlPlane) error
 }
 
 var setupSteps []setupStep
@@ -45,7 +45,7 @@ var setupSteps []setupStep
 // registerSetup adds a step that TestMain runs after the apiserver is up and
 // before the controllers, simulator and scheduler start (install CRDs here).
 // Call it from an init function. A failing step fails the whole binary.
-func registerSetup(name string, fn func(ctx context.Context, cp *harness.ControlPlane) error) {
+func registerSetup(name string, fn func(ctx context.Context, cp *localcluster.ControlPlane) error) {
 	setupSteps = append(setupSteps, setupStep{name: name, fn: fn})
 }
 
@@ -58,7 +58,7 @@ func runMain(m *testing.M) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	begin := time.Now()
-	cp, err := harness.Start(harness.Options{
+	cp, err := localcluster.Start(localcluster.Options{
 		// The upstream gang API is served so benchmarks can compare muster
 		// with native PodGroups (scheduling.k8s.io/v1beta1).
 		NativePodGroups: true,
@@ -80,11 +80,11 @@ func runMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		return 1
 	}
-	if podSim, err = cp.StartPodSimulator(ctx, harness.PodSimulatorOptions{}); err != nil {
+	if podSim, err = cp.StartPodSimulator(ctx, localcluster.PodSimulatorOptions{}); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		return 1
 	}
-	if _, err := harness.StartScheduler(ctx, cp, harness.SchedulerOptions{}); err != nil {
+	if _, err := localcluster.StartScheduler(ctx, cp, localcluster.SchedulerOptions{}); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: default scheduler: %v\n", err)
 		return 1
 	}
@@ -107,18 +107,18 @@ func testNamespace(t testing.TB, prefix string) string {
 
 // testPool creates n nodes in a pool named after the namespace and deletes
 // them when t ends. spec may be nil (default nodes named <pool>-<i>).
-func testPool(t testing.TB, pool string, n int, spec func(i int) harness.NodeSpec) {
+func testPool(t testing.TB, pool string, n int, spec func(i int) localcluster.NodeSpec) {
 	t.Helper()
 	ctx := context.Background()
-	_, err := controlPlane.CreateNodes(ctx, n, func(i int) harness.NodeSpec {
-		s := harness.NodeSpec{Name: fmt.Sprintf("%s-%d", pool, i)}
+	_, err := controlPlane.CreateNodes(ctx, n, func(i int) localcluster.NodeSpec {
+		s := localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", pool, i)}
 		if spec != nil {
 			s = spec(i)
 		}
 		s.Pool = pool
 		return s
 	})
-	t.Cleanup(func() { _ = controlPlane.DeleteNodes(ctx, harness.PoolLabel+"="+pool) })
+	t.Cleanup(func() { _ = controlPlane.DeleteNodes(ctx, localcluster.PoolLabel+"="+pool) })
 	if err != nil {
 		t.Fatal(err)
 	}

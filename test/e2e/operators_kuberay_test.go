@@ -14,14 +14,14 @@ import (
 	"k8s.io/utils/ptr"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
-	"github.com/muster-io/muster/definition"
-	"github.com/muster-io/muster/test/harness"
+	"github.com/muster-io/muster/api"
+	"github.com/muster-io/muster/localcluster"
 )
 
 var rayClustersGVR = schema.GroupVersionResource{Group: "ray.io", Version: "v1", Resource: "rayclusters"}
 
 // TestOperatorKubeRayPodGroup runs the real KubeRay operator (a child
-// process built from test/operators/kuberay, CRDs from the same module): it
+// process built from localcluster/operators/kuberay, CRDs from the same module): it
 // creates the head pod and the worker pods itself, with no ReplicaSet or
 // StatefulSet between. The pod-grouper (in-process, catalog definition
 // raycluster) puts the whole cluster, head included, into one PodGroup; the
@@ -32,8 +32,8 @@ func TestOperatorKubeRayPodGroup(t *testing.T) {
 	ctx := t.Context()
 	ns := testNamespace(t, "kuberay-")
 	const sched = "muster-scheduler"
-	testPool(t, ns, 2, func(i int) harness.NodeSpec {
-		return harness.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 2}
+	testPool(t, ns, 2, func(i int) localcluster.NodeSpec {
+		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 2}
 	})
 	startPodGrouper(t, sched)
 
@@ -100,7 +100,7 @@ spec:
 
 	// One PodGroup for the whole cluster.
 	var pg *schedv1alpha1.PodGroup
-	err = harness.WaitFor(ctx, harness.ShortTimeout, "one PodGroup in "+ns+" with minMember 3 and 4 GPUs", func(ctx context.Context) (bool, string, error) {
+	err = localcluster.WaitFor(ctx, localcluster.ShortTimeout, "one PodGroup in "+ns+" with minMember 3 and 4 GPUs", func(ctx context.Context) (bool, string, error) {
 		l, err := podGroups(t).SchedulingV1alpha1().PodGroups(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, "", err
@@ -121,7 +121,7 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantLabels := map[string]string{definition.LabelWorkloadKind: "RayCluster", definition.LabelWorkloadName: "llm", definition.LabelDefinition: "raycluster"}
+	wantLabels := map[string]string{api.LabelWorkloadKind: "RayCluster", api.LabelWorkloadName: "llm", api.LabelDefinition: "raycluster"}
 	for k, v := range wantLabels {
 		if pg.Labels[k] != v {
 			t.Errorf("PodGroup %s label %s = %q, want %q", pg.Name, k, pg.Labels[k], v)
@@ -135,7 +135,7 @@ spec:
 	// The gang fits the pool (head and one worker on one node, the other
 	// worker on the second) and is bound whole.
 	startGangScheduler(t, sched, nil)
-	if _, err := controlPlane.WaitPodsRunning(ctx, ns, sel, 3, harness.ShortTimeout); err != nil {
+	if _, err := controlPlane.WaitPodsRunning(ctx, ns, sel, 3, localcluster.ShortTimeout); err != nil {
 		t.Fatal(err)
 	}
 
@@ -143,10 +143,10 @@ spec:
 	if err := controlPlane.Dynamic.Resource(rayClustersGVR).Namespace(ns).Delete(ctx, "llm", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := controlPlane.WaitPodsGone(ctx, ns, sel, harness.ShortTimeout); err != nil {
+	if err := controlPlane.WaitPodsGone(ctx, ns, sel, localcluster.ShortTimeout); err != nil {
 		t.Fatal(err)
 	}
-	err = harness.WaitFor(ctx, harness.ShortTimeout, "PodGroup "+pg.Name+" collected with its RayCluster", func(ctx context.Context) (bool, string, error) {
+	err = localcluster.WaitFor(ctx, localcluster.ShortTimeout, "PodGroup "+pg.Name+" collected with its RayCluster", func(ctx context.Context) (bool, string, error) {
 		_, err := podGroups(t).SchedulingV1alpha1().PodGroups(ns).Get(ctx, pg.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, "", nil

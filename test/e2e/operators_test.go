@@ -12,18 +12,18 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/muster-io/muster/test/harness"
+	"github.com/muster-io/muster/localcluster"
 )
 
 // The real JobSet and LeaderWorkerSet operators run as child processes
-// (test/operators/<name>); their CRDs come from the same module versions.
+// (localcluster/operators/<name>); their CRDs come from the same module versions.
 
 var operatorCRDErr = map[string]error{}
 
 func init() {
-	registerSetup("operator CRDs", func(ctx context.Context, cp *harness.ControlPlane) error {
+	registerSetup("operator CRDs", func(ctx context.Context, cp *localcluster.ControlPlane) error {
 		// A missing CRD fails the operator's tests, not the whole binary.
-		for _, name := range harness.Operators() {
+		for _, name := range localcluster.Operators() {
 			operatorCRDErr[name] = cp.InstallOperatorCRDs(ctx, name)
 		}
 		return nil
@@ -34,14 +34,14 @@ var operatorMu sync.Mutex
 
 // startOperator runs the named operator for the test and stops it (and
 // removes its webhooks) when the test ends. Operators run one at a time.
-func startOperator(t *testing.T, name string) *harness.Operator {
+func startOperator(t *testing.T, name string) *localcluster.Operator {
 	t.Helper()
 	if err := operatorCRDErr[name]; err != nil {
 		t.Fatalf("CRDs of %s: %v", name, err)
 	}
 	operatorMu.Lock()
 	t.Cleanup(operatorMu.Unlock)
-	op, err := harness.StartOperator(t.Context(), controlPlane, name)
+	op, err := localcluster.StartOperator(t.Context(), controlPlane, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,8 +58,8 @@ func TestOperatorJobSetLeaderAndWorkers(t *testing.T) {
 	startOperator(t, "jobset")
 	ctx := t.Context()
 	ns := testNamespace(t, "jobset-")
-	testPool(t, ns, 2, func(i int) harness.NodeSpec {
-		return harness.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 8}
+	testPool(t, ns, 2, func(i int) localcluster.NodeSpec {
+		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 8}
 	})
 	job := func(name string, replicas int) string {
 		return fmt.Sprintf(`
@@ -87,7 +87,7 @@ spec:
 		t.Fatal(err)
 	}
 	sel := "jobset.sigs.k8s.io/jobset-name=train"
-	pods, err := controlPlane.WaitPodsRunning(ctx, ns, sel, 3, harness.ShortTimeout)
+	pods, err := controlPlane.WaitPodsRunning(ctx, ns, sel, 3, localcluster.ShortTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ spec:
 	if err := controlPlane.Dynamic.Resource(jobsetsGVR).Namespace(ns).Delete(ctx, "train", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := controlPlane.WaitPodsGone(ctx, ns, sel, harness.ShortTimeout); err != nil {
+	if err := controlPlane.WaitPodsGone(ctx, ns, sel, localcluster.ShortTimeout); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -125,8 +125,8 @@ func TestOperatorLeaderWorkerSet(t *testing.T) {
 	startOperator(t, "lws")
 	ctx := t.Context()
 	ns := testNamespace(t, "lws-")
-	testPool(t, ns, 2, func(i int) harness.NodeSpec {
-		return harness.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 8}
+	testPool(t, ns, 2, func(i int) localcluster.NodeSpec {
+		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 8}
 	})
 	_, err := controlPlane.Apply(ctx, []byte(`
 apiVersion: leaderworkerset.x-k8s.io/v1
@@ -148,7 +148,7 @@ spec:
 		t.Fatal(err)
 	}
 	sel := "leaderworkerset.sigs.k8s.io/name=serve"
-	if _, err := controlPlane.WaitPodsRunning(ctx, ns, sel, 4, harness.ShortTimeout); err != nil {
+	if _, err := controlPlane.WaitPodsRunning(ctx, ns, sel, 4, localcluster.ShortTimeout); err != nil {
 		t.Fatal(err)
 	}
 	sts, err := controlPlane.Client.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
@@ -165,7 +165,7 @@ spec:
 	if fmt.Sprint(owners) != fmt.Sprint(want) {
 		t.Errorf("StatefulSets and owners = %v, want %v (leader StatefulSet, one worker StatefulSet per leader pod)", owners, want)
 	}
-	err = harness.WaitFor(ctx, harness.ShortTimeout, "LeaderWorkerSet serve readyReplicas 2", func(ctx context.Context) (bool, string, error) {
+	err = localcluster.WaitFor(ctx, localcluster.ShortTimeout, "LeaderWorkerSet serve readyReplicas 2", func(ctx context.Context) (bool, string, error) {
 		lws, err := controlPlane.Dynamic.Resource(lwsGVR).Namespace(ns).Get(ctx, "serve", metav1.GetOptions{})
 		if err != nil {
 			return false, "", err
@@ -179,7 +179,7 @@ spec:
 	if err := controlPlane.Dynamic.Resource(lwsGVR).Namespace(ns).Delete(ctx, "serve", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := controlPlane.WaitPodsGone(ctx, ns, sel, harness.ShortTimeout); err != nil {
+	if err := controlPlane.WaitPodsGone(ctx, ns, sel, localcluster.ShortTimeout); err != nil {
 		t.Fatal(err)
 	}
 }

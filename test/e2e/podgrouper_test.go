@@ -33,11 +33,12 @@ import (
 	"k8s.io/utils/ptr"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/muster-io/muster/api"
 	"github.com/muster-io/muster/catalog"
 	"github.com/muster-io/muster/cmd/muster-podgrouper/app"
 	"github.com/muster-io/muster/definition"
+	"github.com/muster-io/muster/localcluster"
 	"github.com/muster-io/muster/podgrouper"
-	"github.com/muster-io/muster/test/harness"
 )
 
 // The pod-grouper tests run their own pod-grouper in-process for a scheduler
@@ -52,7 +53,7 @@ var (
 )
 
 func init() {
-	registerSetup("pod-grouper CRDs", func(ctx context.Context, cp *harness.ControlPlane) error {
+	registerSetup("pod-grouper CRDs", func(ctx context.Context, cp *localcluster.ControlPlane) error {
 		root := pgrRepoRoot()
 		// The shipped CRDs, so a broken generated file fails here.
 		for _, f := range []string{"run.ai_kartas.yaml", "scheduling.x-k8s.io_podgroups.yaml"} {
@@ -61,9 +62,9 @@ func init() {
 			}
 		}
 		crds := []*apiextensionsv1.CustomResourceDefinition{
-			harness.PermissiveCRD("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", apiextensionsv1.NamespaceScoped, "js"),
-			harness.PermissiveCRD("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet", "leaderworkersets", apiextensionsv1.NamespaceScoped),
-			harness.PermissiveCRD("acme.example.com", "v1", "TrainingRun", "trainingruns", apiextensionsv1.NamespaceScoped),
+			localcluster.PermissiveCRD("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", apiextensionsv1.NamespaceScoped, "js"),
+			localcluster.PermissiveCRD("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet", "leaderworkersets", apiextensionsv1.NamespaceScoped),
+			localcluster.PermissiveCRD("acme.example.com", "v1", "TrainingRun", "trainingruns", apiextensionsv1.NamespaceScoped),
 		}
 		fixtures, err := pgrFixtureKinds(root)
 		if err != nil {
@@ -110,7 +111,7 @@ func pgrFixtureKinds(root string) ([]*apiextensionsv1.CustomResourceDefinition, 
 				}
 				seen[gvk] = true
 				plural := strings.ToLower(gvk.Kind) + "s"
-				out = append(out, harness.PermissiveCRD(gvk.Group, gvk.Version, gvk.Kind, plural, apiextensionsv1.NamespaceScoped))
+				out = append(out, localcluster.PermissiveCRD(gvk.Group, gvk.Version, gvk.Kind, plural, apiextensionsv1.NamespaceScoped))
 			}
 		}
 	}
@@ -125,7 +126,7 @@ func pgrReadDocs(path string) ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, err
 	}
-	docs, err := harness.SplitYAML(data)
+	docs, err := localcluster.SplitYAML(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -217,7 +218,7 @@ func startPodGrouperWithConfig(t testing.TB, cfg *rest.Config, schedulerName str
 		}
 	}()
 	t.Cleanup(c.stop)
-	if err := harness.WaitFor(ctx, time.Minute, "pod-grouper ready", func(context.Context) (bool, string, error) {
+	if err := localcluster.WaitFor(ctx, time.Minute, "pod-grouper ready", func(context.Context) (bool, string, error) {
 		return ctrl.HasSynced(), "", nil
 	}); err != nil {
 		t.Fatal(err)
@@ -262,7 +263,7 @@ func pgrControllerRef(u *unstructured.Unstructured) metav1.OwnerReference {
 func pgrWaitPodGroup(t testing.TB, ns, name string, what string, ok func(*schedv1alpha1.PodGroup) bool) *schedv1alpha1.PodGroup {
 	t.Helper()
 	var got *schedv1alpha1.PodGroup
-	err := harness.WaitFor(context.Background(), time.Minute, fmt.Sprintf("PodGroup %s/%s %s", ns, name, what), func(ctx context.Context) (bool, string, error) {
+	err := localcluster.WaitFor(context.Background(), time.Minute, fmt.Sprintf("PodGroup %s/%s %s", ns, name, what), func(ctx context.Context) (bool, string, error) {
 		pg, err := podGroups(t).SchedulingV1alpha1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, "not found", nil
@@ -284,7 +285,7 @@ func pgrWaitPodGroup(t testing.TB, ns, name string, what string, ok func(*schedv
 func pgrWaitPods(t testing.TB, ns, selector string, n int, what string, ok func(*corev1.Pod) bool) []corev1.Pod {
 	t.Helper()
 	var pods []corev1.Pod
-	err := harness.WaitFor(context.Background(), time.Minute, fmt.Sprintf("%d pods (%s) in %s %s", n, selector, ns, what), func(ctx context.Context) (bool, string, error) {
+	err := localcluster.WaitFor(context.Background(), time.Minute, fmt.Sprintf("%d pods (%s) in %s %s", n, selector, ns, what), func(ctx context.Context) (bool, string, error) {
 		l, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
 			return false, "", err
@@ -309,16 +310,16 @@ func pgrWaitPods(t testing.TB, ns, selector string, n int, what string, ok func(
 
 func pgrInGroup(name string) func(*corev1.Pod) bool {
 	return func(p *corev1.Pod) bool {
-		_, alone := p.Annotations[definition.AnnotationGang]
-		return p.Labels[definition.LabelPodGroup] == name && !alone
+		_, alone := p.Annotations[api.AnnotationGang]
+		return p.Labels[api.LabelPodGroup] == name && !alone
 	}
 }
 
 func pgrAlone(reasonPart string) func(*corev1.Pod) bool {
 	return func(p *corev1.Pod) bool {
-		return p.Annotations[definition.AnnotationGang] == definition.GangNone &&
-			strings.Contains(p.Annotations[definition.AnnotationGangReason], reasonPart) &&
-			p.Labels[definition.LabelPodGroup] == ""
+		return p.Annotations[api.AnnotationGang] == api.GangNone &&
+			strings.Contains(p.Annotations[api.AnnotationGangReason], reasonPart) &&
+			p.Labels[api.LabelPodGroup] == ""
 	}
 }
 
@@ -423,7 +424,7 @@ func TestPodGrouperJobSet(t *testing.T) {
 	if q := pg.Spec.MinResources["nvidia.com/gpu"]; q.Value() != 12 {
 		t.Errorf("minResources nvidia.com/gpu = %s, want 12", q.String())
 	}
-	wantLabels := map[string]string{definition.LabelWorkloadKind: "JobSet", definition.LabelWorkloadName: "train", definition.LabelDefinition: "jobset"}
+	wantLabels := map[string]string{api.LabelWorkloadKind: "JobSet", api.LabelWorkloadName: "train", api.LabelDefinition: "jobset"}
 	for k, v := range wantLabels {
 		if pg.Labels[k] != v {
 			t.Errorf("PodGroup label %s = %q, want %q", k, pg.Labels[k], v)
@@ -462,7 +463,7 @@ func TestPodGrouperJobSet(t *testing.T) {
 	if err := controlPlane.Dynamic.Resource(pgrJobSetGVR).Namespace(ns).Delete(ctx, "train", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = harness.WaitFor(ctx, time.Minute, "PodGroup train collected with its JobSet", func(ctx context.Context) (bool, string, error) {
+	err = localcluster.WaitFor(ctx, time.Minute, "PodGroup train collected with its JobSet", func(ctx context.Context) (bool, string, error) {
 		_, err := podGroups(t).SchedulingV1alpha1().PodGroups(ns).Get(ctx, "train", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, "", nil
@@ -637,7 +638,7 @@ func pgrApplyKarta(t *testing.T, doc string) {
 
 func pgrWaitKartaValid(t *testing.T, name, status, msgPart string) {
 	t.Helper()
-	err := harness.WaitFor(context.Background(), time.Minute, fmt.Sprintf("Karta %s Valid=%s", name, status), func(ctx context.Context) (bool, string, error) {
+	err := localcluster.WaitFor(context.Background(), time.Minute, fmt.Sprintf("Karta %s Valid=%s", name, status), func(ctx context.Context) (bool, string, error) {
 		u, err := controlPlane.Dynamic.Resource(podgrouper.KartaResource).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, "", err
@@ -694,8 +695,8 @@ func TestPodGrouperKarta(t *testing.T) {
 	pgrApplyKarta(t, pgrTrainingRunKarta)
 	pgrWaitKartaValid(t, "pgr-e2e-trainingrun", "True", "")
 	pg := pgrWaitPodGroup(t, ns, "run1", "minMember 2", func(pg *schedv1alpha1.PodGroup) bool { return pg.Spec.MinMember == 2 })
-	if pg.Labels[definition.LabelDefinition] != "pgr-e2e-trainingrun" {
-		t.Errorf("PodGroup definition label = %q, want pgr-e2e-trainingrun", pg.Labels[definition.LabelDefinition])
+	if pg.Labels[api.LabelDefinition] != "pgr-e2e-trainingrun" {
+		t.Errorf("PodGroup definition label = %q, want pgr-e2e-trainingrun", pg.Labels[api.LabelDefinition])
 	}
 	pgrWaitPods(t, ns, "run=run1", 2, "in PodGroup run1", pgrInGroup("run1"))
 
@@ -734,7 +735,7 @@ func TestPodGrouperYields(t *testing.T) {
 		{"native", func(p *corev1.Pod) {
 			p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("native-group")}
 		}},
-		{"operator-label", func(p *corev1.Pod) { p.Labels[definition.LabelPodGroup] = "theirs" }},
+		{"operator-label", func(p *corev1.Pod) { p.Labels[api.LabelPodGroup] = "theirs" }},
 		{"volcano", func(p *corev1.Pod) { p.Annotations = map[string]string{"scheduling.k8s.io/group-name": "vc-group"} }},
 		{"kai", func(p *corev1.Pod) { p.Annotations = map[string]string{"pod-group-name": "kai-group"} }},
 	}
@@ -758,7 +759,7 @@ func TestPodGrouperYields(t *testing.T) {
 	}
 	// The control pod proves the pod-grouper processed the namespace.
 	pgrWaitPodGroup(t, ns, "yjs", "created for the control pod", func(*schedv1alpha1.PodGroup) bool { return true })
-	err = harness.WaitFor(ctx, time.Minute, "control pod labelled and one yield event per marked pod", func(ctx context.Context) (bool, string, error) {
+	err = localcluster.WaitFor(ctx, time.Minute, "control pod labelled and one yield event per marked pod", func(ctx context.Context) (bool, string, error) {
 		p, err := controlPlane.Client.CoreV1().Pods(ns).Get(ctx, "yjs-control", metav1.GetOptions{})
 		if err != nil {
 			return false, "", err
@@ -771,7 +772,7 @@ func TestPodGrouperYields(t *testing.T) {
 		for _, e := range evs.Items {
 			got[e.InvolvedObject.Name] = true
 		}
-		return p.Labels[definition.LabelPodGroup] == "yjs" && len(got) == len(cases)-1, fmt.Sprintf("label %q, events for %v", p.Labels[definition.LabelPodGroup], got), nil
+		return p.Labels[api.LabelPodGroup] == "yjs" && len(got) == len(cases)-1, fmt.Sprintf("label %q, events for %v", p.Labels[api.LabelPodGroup], got), nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -994,7 +995,7 @@ func pgrCheckFixture(t *testing.T, ns, defName, workload string, want pgrFixture
 	t.Helper()
 	ctx := context.Background()
 	var labels map[string]string // pod → PodGroup label
-	err := harness.WaitFor(ctx, time.Minute, "fixture pods grouped as expected.yaml says", func(ctx context.Context) (bool, string, error) {
+	err := localcluster.WaitFor(ctx, time.Minute, "fixture pods grouped as expected.yaml says", func(ctx context.Context) (bool, string, error) {
 		labels = map[string]string{}
 		var bad []string
 		for podName, exp := range want.Pods {
@@ -1002,12 +1003,12 @@ func pgrCheckFixture(t *testing.T, ns, defName, workload string, want pgrFixture
 			if err != nil {
 				return false, "", err
 			}
-			l := p.Labels[definition.LabelPodGroup]
+			l := p.Labels[api.LabelPodGroup]
 			labels[podName] = l
 			switch {
-			case exp.Gang == "" && (l != "" || p.Annotations[definition.AnnotationGang] != definition.GangNone):
+			case exp.Gang == "" && (l != "" || p.Annotations[api.AnnotationGang] != api.GangNone):
 				bad = append(bad, fmt.Sprintf("%s: want alone, label %q annotations %v", podName, l, p.Annotations))
-			case exp.Gang != "" && (l == "" || p.Annotations[definition.AnnotationGang] != ""):
+			case exp.Gang != "" && (l == "" || p.Annotations[api.AnnotationGang] != ""):
 				bad = append(bad, fmt.Sprintf("%s: want gang %s, label %q annotations %v", podName, exp.Gang, l, p.Annotations))
 			}
 		}
@@ -1064,7 +1065,7 @@ func pgrCheckFixture(t *testing.T, ns, defName, workload string, want pgrFixture
 				t.Errorf("gang %s: PodGroup %s minResources[%s] = %s, want %s", id, name, r, got.String(), q)
 			}
 		}
-		if pg.Labels[definition.LabelDefinition] != defName || pg.Labels[definition.LabelWorkloadName] != workload {
+		if pg.Labels[api.LabelDefinition] != defName || pg.Labels[api.LabelWorkloadName] != workload {
 			t.Errorf("gang %s: PodGroup %s labels %v, want definition %s and workload %s", id, name, pg.Labels, defName, workload)
 		}
 		if len(name) > 63 || !strings.HasPrefix(name, workload) {
@@ -1149,7 +1150,7 @@ func BenchmarkPodGrouperLatency(b *testing.B) {
 		}
 		observe := func(obj any) {
 			p, ok := obj.(*corev1.Pod)
-			if !ok || p.Labels[definition.LabelPodGroup] == "" {
+			if !ok || p.Labels[api.LabelPodGroup] == "" {
 				return
 			}
 			now := time.Now()
@@ -1267,7 +1268,7 @@ func TestPodGrouperCommand(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(body)
 	}
-	if err := harness.WaitFor(ctx, time.Minute, "/readyz OK", func(context.Context) (bool, string, error) {
+	if err := localcluster.WaitFor(ctx, time.Minute, "/readyz OK", func(context.Context) (bool, string, error) {
 		code, body := get("/readyz")
 		return code == http.StatusOK, fmt.Sprintf("%d %s", code, body), nil
 	}); err != nil {

@@ -19,9 +19,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/muster-io/muster/definition"
-	"github.com/muster-io/muster/internal/sandbox"
-	"github.com/muster-io/muster/test/harness"
+	"github.com/muster-io/muster/api"
+	sandboxapp "github.com/muster-io/muster/cmd/muster-sandbox/app"
+	"github.com/muster-io/muster/localcluster"
 )
 
 // The sandbox runs in this process with a control plane of its own (the
@@ -67,10 +67,10 @@ type runningSandbox struct {
 	stop             func() error
 }
 
-// startSandbox runs sandbox.Run with Keep in the background and returns once
+// startSandbox runs sandboxapp.Run with Keep in the background and returns once
 // it has printed its ready line. stop ends it as Ctrl-C would and returns
 // Run's error; it also runs at cleanup.
-func startSandbox(t *testing.T, cfg sandbox.Config) *runningSandbox {
+func startSandbox(t *testing.T, cfg sandboxapp.Config) *runningSandbox {
 	t.Helper()
 	dir := t.TempDir()
 	s := &runningSandbox{kubeconfig: filepath.Join(dir, "kubeconfig"), stdout: newSyncBuffer(), progress: newSyncBuffer()}
@@ -78,7 +78,7 @@ func startSandbox(t *testing.T, cfg sandbox.Config) *runningSandbox {
 	cfg.Stdout, cfg.Stderr = s.stdout, s.progress
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- sandbox.Run(ctx, cfg) }()
+	go func() { done <- sandboxapp.Run(ctx, cfg) }()
 	s.stop = sync.OnceValue(func() error {
 		cancel()
 		return <-done
@@ -108,7 +108,7 @@ var podGroupsGVR = schema.GroupVersionResource{Group: "scheduling.x-k8s.io", Ver
 func (s *runningSandbox) podGroupsOf(t *testing.T, ns, kind, name string) []unstructured.Unstructured {
 	t.Helper()
 	list, err := s.dyn.Resource(podGroupsGVR).Namespace(ns).List(context.Background(), metav1.ListOptions{
-		LabelSelector: definition.LabelWorkloadKind + "=" + kind + "," + definition.LabelWorkloadName + "=" + name,
+		LabelSelector: api.LabelWorkloadKind + "=" + kind + "," + api.LabelWorkloadName + "=" + name,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -126,8 +126,8 @@ func (s *runningSandbox) pods(t *testing.T, ns, selector string) []corev1.Pod {
 }
 
 func TestSandboxExamples(t *testing.T) {
-	sb := startSandbox(t, sandbox.Config{Nodes: 4, GPUsPerNode: 8, Zones: 2})
-	ns := sandbox.ExampleNamespace
+	sb := startSandbox(t, sandboxapp.Config{Nodes: 4, GPUsPerNode: 8, Zones: 2})
+	ns := sandboxapp.ExampleNamespace
 	out := sb.stdout.String()
 	progress := sb.progress.String()
 	t.Logf("progress:\n%s", progress)
@@ -149,8 +149,8 @@ func TestSandboxExamples(t *testing.T) {
 		t.Errorf("JobSet train: %d pods, want 3", len(trainPods))
 	}
 	for _, p := range trainPods {
-		if p.Spec.NodeName == "" || p.Labels[definition.LabelPodGroup] != pg.GetName() {
-			t.Errorf("JobSet pod %s: node %q, PodGroup label %q; want bound, in %s", p.Name, p.Spec.NodeName, p.Labels[definition.LabelPodGroup], pg.GetName())
+		if p.Spec.NodeName == "" || p.Labels[api.LabelPodGroup] != pg.GetName() {
+			t.Errorf("JobSet pod %s: node %q, PodGroup label %q; want bound, in %s", p.Name, p.Spec.NodeName, p.Labels[api.LabelPodGroup], pg.GetName())
 		}
 	}
 
@@ -176,9 +176,9 @@ func TestSandboxExamples(t *testing.T) {
 		t.Errorf("Deployment embeddings: %d pods, want 2", len(depPods))
 	}
 	for _, p := range depPods {
-		if p.Spec.NodeName == "" || p.Annotations[definition.AnnotationGang] != definition.GangNone || p.Labels[definition.LabelPodGroup] != "" {
+		if p.Spec.NodeName == "" || p.Annotations[api.AnnotationGang] != api.GangNone || p.Labels[api.LabelPodGroup] != "" {
 			t.Errorf("Deployment pod %s: node %q, %s=%q, PodGroup label %q; want bound and gang-free", p.Name,
-				p.Spec.NodeName, definition.AnnotationGang, p.Annotations[definition.AnnotationGang], p.Labels[definition.LabelPodGroup])
+				p.Spec.NodeName, api.AnnotationGang, p.Annotations[api.AnnotationGang], p.Labels[api.LabelPodGroup])
 		}
 	}
 	if pgs := sb.podGroupsOf(t, ns, "Deployment", "embeddings"); len(pgs) != 0 {
@@ -233,7 +233,7 @@ func TestSandboxExamples(t *testing.T) {
 // With --no-examples the sandbox is an empty cluster with muster: nodes, the
 // scheduler and the pod-grouper, no operators, ready at once.
 func TestSandboxNoExamples(t *testing.T) {
-	sb := startSandbox(t, sandbox.Config{Nodes: 3, GPUsPerNode: 4, Zones: 3, NoExamples: true})
+	sb := startSandbox(t, sandboxapp.Config{Nodes: 3, GPUsPerNode: 4, Zones: 3, NoExamples: true})
 	if !strings.Contains(sb.stdout.String(), "ready: kubeconfig="+sb.kubeconfig) {
 		t.Errorf("no ready line naming the kubeconfig:\n%s", sb.stdout.String())
 	}
@@ -243,8 +243,8 @@ func TestSandboxNoExamples(t *testing.T) {
 	}
 	zones := map[string]bool{}
 	for _, n := range nodes.Items {
-		zones[n.Labels[harness.ZoneLabel]] = true
-		if q := n.Status.Capacity[harness.DefaultGPUResource]; q.Value() != 4 {
+		zones[n.Labels[localcluster.ZoneLabel]] = true
+		if q := n.Status.Capacity[localcluster.DefaultGPUResource]; q.Value() != 4 {
 			t.Errorf("node %s has %s GPUs, want 4", n.Name, q.String())
 		}
 	}
@@ -258,7 +258,7 @@ func TestSandboxNoExamples(t *testing.T) {
 			t.Errorf("CRD %s: %v", crd, err)
 		}
 	}
-	if nss, err := sb.kube.CoreV1().Namespaces().Get(context.Background(), sandbox.ExampleNamespace, metav1.GetOptions{}); err == nil {
+	if nss, err := sb.kube.CoreV1().Namespaces().Get(context.Background(), sandboxapp.ExampleNamespace, metav1.GetOptions{}); err == nil {
 		t.Errorf("namespace %s exists with --no-examples", nss.Name)
 	}
 	progress := sb.progress.String()
@@ -284,7 +284,7 @@ func TestSandboxRefusesForeignKubeconfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, progress bytes.Buffer
-	err := sandbox.Run(t.Context(), sandbox.Config{Nodes: 1, Zones: 1, Kubeconfig: path, Stdout: &out, Stderr: &progress})
+	err := sandboxapp.Run(t.Context(), sandboxapp.Config{Nodes: 1, Zones: 1, Kubeconfig: path, Stdout: &out, Stderr: &progress})
 	if err == nil || !strings.Contains(err.Error(), `context "prod"`) {
 		t.Fatalf("Run with a foreign kubeconfig: err = %v, want a refusal naming the context", err)
 	}

@@ -1,0 +1,528 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/duration"
+
+	"github.com/muster-io/muster/api"
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
+	"github.com/muster-io/muster/definition"
+	"github.com/muster-io/muster/internal/naming"
+)
+
+// defRef says which definition describes a workload and where it is from.
+type defRef struct {
+	Name, Origin, Source string
+}
+
+// podGroupInfo is what describe reads from a PodGroup.
+type podGroupInfo struct {
+	Name         string
+	MinMember    int32
+	MinResources map[string]string
+	Phase        string
+}
+
+// describeInput is everything describe needs, gathered live or offline;
+// buildDescription turns it into the view without any I/O, so the live
+// and the offline path render the same way.
+type describeInput struct {
+	Root     *unstructured.Unstructured
+	Def      defRef
+	Compiled *definition.Compiled
+	// Pods are the workload's pods (owner chain checked live).
+	Pods []*corev1.Pod
+	// PodGroups of the workload, by name (live only).
+	PodGroups map[string]*podGroupInfo
+	// SchedulingEvents maps "Pod/<name>" and "PodGroup/<name>" to the
+	// latest FailedScheduling message.
+	SchedulingEvents map[string]string
+	Live             bool
+	Now              time.Time
+	// PodLimit caps the pods shown per component; 0 shows all.
+	PodLimit int
+	GPUNames []corev1.ResourceName
+}
+
+// resources of one pod or template, in the units of the JSON output.
+type podResources struct {
+	gpus, cpuMillis, memBytes int64
+}
+
+func requestsOf(spec *corev1.PodSpec, gpuNames []corev1.ResourceName) podResources {
+	if spec == nil {
+		return podResources{}
+	}
+	rl := definition.PodRequests(spec)
+	r := podResources{gpus: definition.GPUs(rl, gpuNames)}
+	if q, ok := rl[corev1.ResourceCPU]; ok {
+		r.cpuMillis = q.MilliValue()
+	}
+	if q, ok := rl[corev1.ResourceMemory]; ok {
+		r.memBytes = q.Value()
+	}
+	return r
+}
+
+func buildDescription(ctx context.Context, in describeInput) (*Description, error) {
+	root := in.Root
+	d := &Description{
+		Kind:             root.GetKind(),
+		APIVersion:       root.GetAPIVersion(),
+		Name:             root.GetName(),
+		Namespace:        root.GetNamespace(),
+		Definition:       in.Def.Name,
+		DefinitionOrigin: in.Def.Origin,
+		DefinitionSource: in.Def.Source,
+		Live:             in.Live,
+		Components:       []ComponentView{},
+		Gangs:            []GangView{},
+		Plans:            []GangPlanView{},
+	}
+	if ts := root.GetCreationTimestamp().Time; in.Live && !ts.IsZero() {
+		d.Created = ts.UTC().Format(time.RFC3339)
+		d.Age = duration.HumanDuration(in.Now.Sub(ts))
+	}
+	what := fmt.Sprintf("definition %s on %s %s", in.Def.Name, root.GetKind(), root.GetName())
+
+	wl, err := in.Compiled.Extract(ctx, root)
+	if err != nil {
+		return nil, invalidErrorf("%s: %v", what, err)
+	}
+	st, err := in.Compiled.Status(ctx, root)
+	if err != nil {
+		d.Warnings = append(d.Warnings, fmt.Sprintf("status: %v", err))
+		d.Phases = []string{string(kartav1alpha1.StatusUndefined)}
+	} else {
+		for _, s := range st.Statuses {
+			d.Phases = append(d.Phases, string(s))
+		}
+		d.Phase = st.Phase
+		for _, c := range st.Conditions {
+			d.Conditions = append(d.Conditions, ConditionView(c))
+		}
+	}
+	if len(d.Phases) == 0 {
+		d.Phases = []string{string(kartav1alpha1.StatusUndefined)}
+	}
+
+	// Components and instances from the spec.
+	compIdx := map[string]int{}
+	for _, c := range wl.Components {
+		cv := ComponentView{Name: c.Name, Parent: c.Parent, HasPods: c.HasPods, Instances: []InstanceView{}}
+		if c.Kind != nil {
+			cv.Kind = gvkString(c.Kind.GroupKind(), c.Kind.Version)
+		}
+		for _, inst := range c.Instances {
+			iv := InstanceView{ID: inst.ID, Replicas: inst.Replicas, MinReplicas: inst.MinReplicas, MaxReplicas: inst.MaxReplicas, Items: []PodView{}}
+			cv.Replicas += inst.Pods
+			if c.HasPods {
+				var r podResources
+				if inst.Template != nil {
+					r = requestsOf(&inst.Template.Spec, in.GPUNames)
+				}
+				iv.GPUsPerPod, iv.CPUMillisPerPod, iv.MemoryBytesPerPod = r.gpus, r.cpuMillis, r.memBytes
+				iv.GPUs = r.gpus * inst.Pods
+				iv.Pods.Desired, iv.Pods.Min = inst.Pods, inst.MinPods
+				cv.GPUs += iv.GPUs
+				cv.CPUMillis += r.cpuMillis * inst.Pods
+				cv.MemoryBytes += r.memBytes * inst.Pods
+				cv.Pods.Desired += inst.Pods
+				cv.Pods.Min += inst.MinPods
+			}
+			cv.Instances = append(cv.Instances, iv)
+		}
+		compIdx[c.Name] = len(d.Components)
+		d.Components = append(d.Components, cv)
+		if c.HasPods {
+			d.Totals.Pods += cv.Pods.Desired
+			d.Totals.MinPods += cv.Pods.Min
+			d.Totals.GPUs += cv.GPUs
+			d.Totals.CPUMillis += cv.CPUMillis
+			d.Totals.MemoryBytes += cv.MemoryBytes
+		}
+	}
+
+	// Pods: component, instance, gang.
+	type placed struct {
+		comp, inst int
+		view       PodView
+		healthy    bool
+	}
+	var all []placed
+	gangs := map[string]*gangAgg{}
+	var gangOrder []string
+	warned := 0
+	warn := func(format string, args ...any) {
+		// A broken definition can fail on every pod; a handful of lines
+		// says it as well as a thousand.
+		if warned < 5 {
+			d.Warnings = append(d.Warnings, fmt.Sprintf(format, args...))
+		}
+		warned++
+	}
+	for _, pod := range in.Pods {
+		pv := podView(pod, in.SchedulingEvents, in.GPUNames)
+		m, err := in.Compiled.MatchPod(ctx, pod)
+		if err != nil {
+			reason := "no component of the definition selects it"
+			if !errors.Is(err, definition.ErrNoComponent) {
+				reason = err.Error()
+			}
+			d.Unmatched = append(d.Unmatched, UnmatchedPod{Name: pod.Name, Reason: reason})
+			continue
+		}
+		ci, ok := compIdx[m.Component]
+		if !ok || len(d.Components[ci].Instances) == 0 {
+			d.Unmatched = append(d.Unmatched, UnmatchedPod{Name: pod.Name, Reason: fmt.Sprintf("component %q has no instance in the spec", m.Component)})
+			continue
+		}
+		ii := -1
+		for i, inst := range d.Components[ci].Instances {
+			if inst.ID == m.Instance {
+				ii = i
+				break
+			}
+		}
+		if ii < 0 && len(d.Components[ci].Instances) == 1 {
+			ii = 0
+		}
+		if ii < 0 {
+			d.Unmatched = append(d.Unmatched, UnmatchedPod{Name: pod.Name, Reason: fmt.Sprintf("instance %q of component %q is not in the spec", m.Instance, m.Component)})
+			continue
+		}
+		pv.Replica = m.Replica
+
+		g, err := in.Compiled.GangForPod(ctx, root, pod)
+		if err != nil {
+			warn("gang of pod %s: %v", pod.Name, err)
+		}
+		if g != nil {
+			key := g.Definition + "\x00" + strings.Join(g.Keys, "\x00")
+			agg := gangs[key]
+			if agg == nil {
+				agg = &gangAgg{gang: g, pgNames: map[string]int{}}
+				gangs[key] = agg
+				gangOrder = append(gangOrder, key)
+			}
+			agg.pods = append(agg.pods, pod)
+			if n := pod.Labels[api.LabelPodGroup]; n != "" {
+				agg.pgNames[n]++
+			}
+		}
+		all = append(all, placed{comp: ci, inst: ii, view: pv, healthy: pv.Ready || pod.Status.Phase == corev1.PodSucceeded})
+	}
+	if warned > 5 {
+		d.Warnings = append(d.Warnings, fmt.Sprintf("… and %d more such warnings", warned-5))
+	}
+
+	// Counts, then the pods shown: unhealthy first, --pod-limit per component.
+	sort.SliceStable(all, func(i, j int) bool {
+		if all[i].healthy != all[j].healthy {
+			return !all[i].healthy
+		}
+		return all[i].view.Name < all[j].view.Name
+	})
+	shown := map[int]int{}
+	for _, p := range all {
+		cv := &d.Components[p.comp]
+		iv := &cv.Instances[p.inst]
+		for _, c := range []*PodCounts{&cv.Pods, &iv.Pods} {
+			c.Observed++
+			if p.view.Ready {
+				c.Ready++
+			}
+			if p.view.Node != "" {
+				c.Bound++
+			}
+		}
+		d.Totals.ObservedPods++
+		if p.view.Ready {
+			d.Totals.ReadyPods++
+		}
+		if p.view.Node != "" {
+			d.Totals.BoundPods++
+		}
+		if in.PodLimit > 0 && shown[p.comp] >= in.PodLimit {
+			iv.Omitted++
+			continue
+		}
+		shown[p.comp]++
+		iv.Items = append(iv.Items, p.view)
+	}
+	sort.Slice(d.Unmatched, func(i, j int) bool { return d.Unmatched[i].Name < d.Unmatched[j].Name })
+
+	// Gangs: the instances the pods form, named by their PodGroup.
+	usedPG := map[string]bool{}
+	podGang := map[string]string{}
+	for _, key := range gangOrder {
+		agg := gangs[key]
+		gv := agg.view(in)
+		usedPG[gv.Name] = true
+		for _, p := range agg.pods {
+			podGang[p.Name] = gv.Name
+		}
+		d.Gangs = append(d.Gangs, gv)
+	}
+	// PodGroups of the workload that no pod of it points to (pods not
+	// created yet, or deleted).
+	var pgNames []string
+	for n := range in.PodGroups {
+		if !usedPG[n] {
+			pgNames = append(pgNames, n)
+		}
+	}
+	sort.Strings(pgNames)
+	for _, n := range pgNames {
+		pg := in.PodGroups[n]
+		gv := GangView{Name: n, MinMember: pg.MinMember, MinResources: pg.MinResources, Phase: pg.Phase, PodGroupFound: true}
+		if gv.Phase == "" {
+			gv.Phase = "Pending"
+		}
+		if gv.MinMember > 0 {
+			gv.Reason = fmt.Sprintf("waiting for pods: 0 of %d created", gv.MinMember)
+			if msg := in.SchedulingEvents["PodGroup/"+n]; msg != "" {
+				gv.Reason = msg
+			}
+		}
+		d.Gangs = append(d.Gangs, gv)
+	}
+	for ci := range d.Components {
+		for ii := range d.Components[ci].Instances {
+			items := d.Components[ci].Instances[ii].Items
+			for k := range items {
+				items[k].Gang = podGang[items[k].Name]
+			}
+		}
+	}
+
+	plans, err := in.Compiled.GangPlans(ctx, root)
+	if err != nil {
+		d.Warnings = append(d.Warnings, fmt.Sprintf("gang plans: %v", err))
+	}
+	for _, p := range plans {
+		pg, _ := naming.WholeWorkloadName(root.GetName(), in.Compiled.Definition(), p.Definition)
+		d.Plans = append(d.Plans, GangPlanView{
+			Definition: p.Definition, PodGroup: pg, Members: nonNil(p.Members), Instances: p.Instances, MinMember: p.MinMember,
+			MinResources: resourceMap(p.MinResources), TopologyRequired: p.TopologyRequired, TopologyPreferred: p.TopologyPreferred,
+		})
+	}
+	return d, nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// gangAgg collects the pods of one gang instance.
+type gangAgg struct {
+	gang    *definition.Gang
+	pods    []*corev1.Pod
+	pgNames map[string]int
+}
+
+func (a *gangAgg) view(in describeInput) GangView {
+	g := a.gang
+	gv := GangView{
+		Definition:   g.Definition,
+		Keys:         g.Keys,
+		Members:      g.Members,
+		MinMember:    g.MinMember,
+		MinResources: resourceMap(g.MinResources),
+		Pods:         len(a.pods),
+	}
+	// The PodGroup is the one the pods are labelled with; the pod-grouper
+	// labels them all alike, so the most common label is the gang's.
+	best := 0
+	for n, c := range a.pgNames {
+		if c > best || (c == best && n < gv.Name) {
+			gv.Name, best = n, c
+		}
+	}
+	if gv.Name == "" {
+		// No pod is labelled yet (offline, or before the pod-grouper saw
+		// them): the name the pod-grouper gives this gang's PodGroup.
+		gv.Name = naming.PodGroupName(in.Root.GetName(), in.Compiled.Definition(), g.Definition, g.Keys)
+	}
+	pg := in.PodGroups[gv.Name]
+	if pg != nil {
+		gv.PodGroupFound = true
+		if pg.MinMember > 0 {
+			gv.MinMember = pg.MinMember
+		}
+		if len(pg.MinResources) > 0 {
+			gv.MinResources = pg.MinResources
+		}
+	}
+	for _, p := range a.pods {
+		if p.Spec.NodeName != "" {
+			gv.Bound++
+		}
+	}
+	switch {
+	case pg != nil && pg.Phase != "":
+		gv.Phase = pg.Phase
+	case int32(gv.Bound) >= gv.MinMember && gv.Bound > 0:
+		gv.Phase = "Bound"
+	case !in.Live:
+		// Offline the gang is what the pod-grouper would create.
+		gv.Phase = "Planned"
+	default:
+		gv.Phase = "Pending"
+	}
+	if int32(gv.Bound) < gv.MinMember {
+		gv.Reason = a.pendingReason(in, gv, pg != nil)
+	}
+	return gv
+}
+
+// pendingReason says in plain words why a gang is not bound: what the
+// scheduler said on its pods or PodGroup, else what it waits for.
+func (a *gangAgg) pendingReason(in describeInput, gv GangView, pgFound bool) string {
+	msgs := map[string]int{}
+	for _, p := range a.pods {
+		if p.Spec.NodeName != "" {
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Message != "" {
+				msgs[c.Message]++
+			}
+		}
+	}
+	if m := mostCommon(msgs); m != "" {
+		return m
+	}
+	if m := in.SchedulingEvents["PodGroup/"+gv.Name]; m != "" {
+		return m
+	}
+	for _, p := range a.pods {
+		if m := in.SchedulingEvents["Pod/"+p.Name]; m != "" {
+			msgs[m]++
+		}
+	}
+	if m := mostCommon(msgs); m != "" {
+		return m
+	}
+	if int32(len(a.pods)) < gv.MinMember {
+		return fmt.Sprintf("waiting for pods: %d of %d created", len(a.pods), gv.MinMember)
+	}
+	if in.Live && !pgFound {
+		return "no PodGroup yet: is the muster pod-grouper running?"
+	}
+	if in.Live {
+		return "waiting for the scheduler"
+	}
+	return ""
+}
+
+func mostCommon(m map[string]int) string {
+	best, n := "", 0
+	for k, c := range m {
+		if c > n || (c == n && k < best) {
+			best, n = k, c
+		}
+	}
+	return best
+}
+
+func resourceMap(rl corev1.ResourceList) map[string]string {
+	if len(rl) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(rl))
+	for k, v := range rl {
+		out[string(k)] = v.String()
+	}
+	return out
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func podView(p *corev1.Pod, events map[string]string, gpuNames []corev1.ResourceName) PodView {
+	pv := PodView{
+		Name:  p.Name,
+		Phase: string(p.Status.Phase),
+		Ready: podReady(p),
+		Node:  p.Spec.NodeName,
+		GPUs:  requestsOf(&p.Spec, gpuNames).gpus,
+	}
+	// A sample pod given offline without any status says nothing about
+	// readiness; show it as such rather than as stuck.
+	noStatus := p.Status.Phase == "" && len(p.Status.Conditions) == 0 && len(p.Status.ContainerStatuses) == 0
+	if noStatus && p.Spec.NodeName == "" {
+		return pv
+	}
+	if pv.Phase == "" {
+		pv.Phase = string(corev1.PodPending)
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		pv.Restarts += cs.RestartCount
+	}
+	if !pv.Ready {
+		pv.Reason = podReason(p, events)
+	}
+	return pv
+}
+
+// podReason says why a pod is not ready, in the words kubectl shows.
+func podReason(p *corev1.Pod, events map[string]string) string {
+	if p.DeletionTimestamp != nil {
+		return "Terminating"
+	}
+	if p.Status.Phase == corev1.PodSucceeded {
+		return "Completed"
+	}
+	for _, list := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+		for _, cs := range list {
+			if w := cs.State.Waiting; w != nil && w.Reason != "" {
+				return w.Reason
+			}
+			if t := cs.State.Terminated; t != nil && t.Reason != "" && t.ExitCode != 0 {
+				return t.Reason
+			}
+		}
+	}
+	if p.Spec.NodeName == "" {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				if c.Message != "" {
+					return c.Reason + ": " + c.Message
+				}
+				return c.Reason
+			}
+		}
+		if m := events["Pod/"+p.Name]; m != "" {
+			return "FailedScheduling: " + m
+		}
+		if len(p.Spec.SchedulingGates) > 0 {
+			return "SchedulingGated"
+		}
+		return "waiting to be scheduled"
+	}
+	if p.Status.Reason != "" {
+		return p.Status.Reason
+	}
+	if p.Status.Phase == corev1.PodFailed {
+		return "Failed"
+	}
+	return "not ready"
+}

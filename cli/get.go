@@ -1,0 +1,360 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/muster-io/muster/api"
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
+	"github.com/muster-io/muster/catalog"
+)
+
+const getLong = `List top-level workloads of every kind muster has a definition for, with their
+status, pods ready/desired, GPUs requested, gangs bound/planned and age.
+
+"Top-level" means the object has no controller owner that muster also has a
+definition for: a JobSet created by a TrainJob is listed as the TrainJob. Kinds
+the cluster does not serve are skipped. Without TYPE every defined kind is listed
+(the same as --all-types).`
+
+const getExample = `  # Every workload in the current namespace
+  muster get
+
+  # Every JobSet in every namespace, with nodes and definitions
+  muster get jobsets -A -o wide
+
+  # Machine-readable
+  muster get --all-types -n team-a -o json`
+
+// GetOptions are the options of "muster get".
+type GetOptions struct {
+	env *Env
+
+	TypeArg       string
+	AllTypes      bool
+	AllNamespaces bool
+	Output        string
+
+	genericiooptions.IOStreams
+}
+
+// NewCmdGet returns the get command.
+func NewCmdGet(env *Env) *cobra.Command {
+	o := &GetOptions{env: env, Output: "table", IOStreams: env.Streams}
+	cmd := &cobra.Command{
+		Use:                   "get [TYPE | --all-types] [-A] [-o table|wide|json|yaml]",
+		DisableFlagsInUseLine: true,
+		Short:                 "List top-level workloads with status, pods, GPUs and gangs",
+		Long:                  getLong,
+		Example:               getExample,
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			if len(args) > 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			return completeTypes(completionContext(cmd), env, toComplete), cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usageErrorf("get takes at most one TYPE, got %d arguments (use \"muster describe TYPE/NAME\" for one workload)", len(args))
+			}
+			if len(args) == 1 {
+				if strings.Contains(args[0], "/") {
+					return usageErrorf("get lists a TYPE; for one workload use \"muster describe %s\"", args[0])
+				}
+				o.TypeArg = args[0]
+			}
+			if o.TypeArg != "" && o.AllTypes {
+				return usageErrorf("give TYPE or --all-types, not both")
+			}
+			if err := validateOutput(o.Output); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().BoolVar(&o.AllTypes, "all-types", false, "List every defined kind (the default without TYPE)")
+	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "List workloads in every namespace")
+	addOutputFlag(cmd, &o.Output)
+	return cmd
+}
+
+// Run lists the workloads.
+func (o *GetOptions) Run(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	c, err := o.env.Cluster()
+	if err != nil {
+		return err
+	}
+	defs, err := o.env.loadDefinitions(ctx, c)
+	if err != nil {
+		return err
+	}
+	ns := ""
+	if !o.AllNamespaces {
+		ns = *o.env.ConfigFlags.Namespace
+		if ns == "" {
+			ns = c.Namespace
+		}
+		if ns == "" {
+			ns = metav1.NamespaceDefault
+		}
+	}
+
+	type kindToList struct {
+		ent     *catalog.Entry
+		mapping *meta.RESTMapping
+	}
+	var kinds []kindToList
+	if o.TypeArg != "" {
+		rt, err := resolveType(c.Mapper, o.TypeArg)
+		if err != nil {
+			if isUnreachable(err) {
+				return apiError("discover types", err)
+			}
+			return unknownTypeError(o.TypeArg, defs, c)
+		}
+		ent, err := defs.forGVK(rt.GVK)
+		if err != nil {
+			return err
+		}
+		kinds = append(kinds, kindToList{ent, rt.Mapping})
+	} else {
+		seen := map[schema.GroupKind]bool{}
+		for _, e := range defs.reg.List() {
+			if e.Err != nil || seen[e.GroupKind] {
+				continue
+			}
+			seen[e.GroupKind] = true
+			win, ok := defs.reg.Lookup(e.GroupKind)
+			if !ok || win.Compiled == nil {
+				continue
+			}
+			m, ok := served(c.Mapper, e.GroupKind, win.Version, e.Version)
+			if !ok {
+				continue
+			}
+			kinds = append(kinds, kindToList{win, m})
+		}
+	}
+
+	// The workloads, top-level only.
+	type workload struct {
+		obj *unstructured.Unstructured
+		ent *catalog.Entry
+	}
+	var wls []workload
+	// An object is top-level when no controller above it has a definition,
+	// however many undefined objects sit in between: a Deployment's pods
+	// (pod → ReplicaSet → Deployment) belong to the Deployment.
+	topWalker := newOwnerWalker(clusterOwnerLookup(c))
+	ownedByDefined := func(obj *unstructured.Unstructured) bool {
+		refs, err := topWalker.refs(ctx, obj)
+		if err != nil {
+			o.env.warnf("%s %s/%s: %v", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
+		}
+		for _, ref := range refs {
+			if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil {
+				if _, ok := defs.reg.LookupGVK(gv.WithKind(ref.Kind)); ok {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, k := range kinds {
+		ri := c.Dynamic.Resource(k.mapping.Resource)
+		var list *unstructured.UnstructuredList
+		if k.mapping.Scope.Name() == meta.RESTScopeNameNamespace && ns != "" {
+			list, err = ri.Namespace(ns).List(ctx, metav1.ListOptions{})
+		} else {
+			list, err = ri.List(ctx, metav1.ListOptions{})
+		}
+		if err != nil {
+			if isUnreachable(err) {
+				return apiError("list "+k.mapping.Resource.Resource, err)
+			}
+			o.env.warnf("cannot list %s: %v", k.mapping.Resource.Resource, err)
+			continue
+		}
+		for i := range list.Items {
+			obj := &list.Items[i]
+			if ownedByDefined(obj) {
+				continue
+			}
+			wls = append(wls, workload{obj, k.ent})
+		}
+	}
+
+	// Pods and PodGroups, once for all workloads.
+	byUID := map[types.UID]int{}
+	for i, w := range wls {
+		byUID[w.obj.GetUID()] = i
+	}
+	podsOf := make([][]*corev1.Pod, len(wls))
+	pgOf := make([][]*podGroupInfo, len(wls))
+	if len(wls) > 0 {
+		pods, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return apiError("list pods", err)
+		}
+		walker := newOwnerWalker(clusterOwnerLookup(c))
+		for i := range pods.Items {
+			walker.remember(&pods.Items[i])
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			chain, err := walker.chain(ctx, p)
+			if err != nil {
+				o.env.warnf("pod %s/%s: %v", p.Namespace, p.Name, err)
+			}
+			for _, u := range chain {
+				if wi, ok := byUID[u]; ok {
+					podsOf[wi] = append(podsOf[wi], p)
+					break
+				}
+			}
+		}
+		if _, err := c.Mapper.RESTMapping(podGroupGK, podGroupGVR.Version); err == nil {
+			var pgs *unstructured.UnstructuredList
+			if ns != "" {
+				pgs, err = c.Dynamic.Resource(podGroupGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
+			} else {
+				pgs, err = c.Dynamic.Resource(podGroupGVR).List(ctx, metav1.ListOptions{})
+			}
+			if err != nil {
+				o.env.warnf("cannot list PodGroups: %v", err)
+			} else {
+				for i := range pgs.Items {
+					pg := &pgs.Items[i]
+					for _, r := range pg.GetOwnerReferences() {
+						if wi, ok := byUID[r.UID]; ok {
+							pgOf[wi] = append(pgOf[wi], podGroupFrom(pg))
+							break
+						}
+					}
+				}
+			}
+		}
+	}
+
+	now := o.env.Now()
+	rows := make([]WorkloadRow, 0, len(wls))
+	for i, w := range wls {
+		rows = append(rows, workloadRow(ctx, w.obj, w.ent, podsOf[i], pgOf[i], now, o.env.gpuNames()))
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		a, b := rows[i], rows[j]
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		if a.Kind != b.Kind {
+			return a.Kind < b.Kind
+		}
+		return a.Name < b.Name
+	})
+	return o.print(rows, ns)
+}
+
+func (o *GetOptions) print(rows []WorkloadRow, ns string) error {
+	if o.Output == "json" || o.Output == "yaml" {
+		return printData(o.Out, o.Output, WorkloadList{Items: rows})
+	}
+	if len(rows) == 0 {
+		if ns == "" {
+			fmt.Fprintln(o.ErrOut, "No workloads found.")
+		} else {
+			fmt.Fprintf(o.ErrOut, "No workloads found in namespace %s.\n", ns)
+		}
+		return nil
+	}
+	return renderWorkloads(o.Out, newPainter(o.env, o.Out), rows, o.AllNamespaces, o.Output == "wide")
+}
+
+// workloadRow summarises one workload for get.
+func workloadRow(ctx context.Context, obj *unstructured.Unstructured, ent *catalog.Entry, pods []*corev1.Pod, pgs []*podGroupInfo, now time.Time, gpuNames []corev1.ResourceName) WorkloadRow {
+	r := WorkloadRow{
+		Namespace:  obj.GetNamespace(),
+		Kind:       obj.GetKind(),
+		APIVersion: obj.GetAPIVersion(),
+		Name:       obj.GetName(),
+		Definition: ent.Name,
+		Phases:     []string{},
+	}
+	if ts := obj.GetCreationTimestamp().Time; !ts.IsZero() {
+		r.Created = ts.UTC().Format(time.RFC3339)
+		r.Age = duration.HumanDuration(now.Sub(ts))
+	}
+	cp := ent.Compiled
+	if st, err := cp.Status(ctx, obj); err == nil {
+		for _, s := range st.Statuses {
+			r.Phases = append(r.Phases, string(s))
+		}
+	}
+	if len(r.Phases) == 0 {
+		r.Phases = []string{string(kartav1alpha1.StatusUndefined)}
+	}
+	wl, err := cp.Extract(ctx, obj)
+	if err != nil {
+		r.Error = oneLine(err.Error())
+	} else {
+		for _, c := range wl.Components {
+			if !c.HasPods {
+				continue
+			}
+			for _, inst := range c.Instances {
+				r.Pods += inst.Pods
+				if inst.Template != nil {
+					r.GPUs += requestsOf(&inst.Template.Spec, gpuNames).gpus * inst.Pods
+				}
+			}
+		}
+	}
+	nodes := map[string]bool{}
+	boundByPG := map[string]int{}
+	for _, p := range pods {
+		if podReady(p) {
+			r.ReadyPods++
+		}
+		if p.Spec.NodeName != "" {
+			nodes[p.Spec.NodeName] = true
+			if n := p.Labels[api.LabelPodGroup]; n != "" {
+				boundByPG[n]++
+			}
+		}
+	}
+	for n := range nodes {
+		r.Nodes = append(r.Nodes, n)
+	}
+	sort.Strings(r.Nodes)
+	if plans, err := cp.GangPlans(ctx, obj); err == nil {
+		for _, pl := range plans {
+			r.Gangs += pl.Instances
+		}
+	}
+	if len(pgs) > r.Gangs {
+		r.Gangs = len(pgs)
+	}
+	for _, pg := range pgs {
+		if pg.MinMember > 0 && int32(boundByPG[pg.Name]) >= pg.MinMember {
+			r.GangsBound++
+		}
+	}
+	return r
+}

@@ -1,0 +1,270 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	podgrouperapp "github.com/muster-io/muster/cmd/muster-podgrouper/app"
+	schedulerapp "github.com/muster-io/muster/cmd/muster-scheduler/app"
+	"github.com/muster-io/muster/localcluster"
+)
+
+// The sandbox runs what muster ships, read from the source tree it is built
+// from: the CRDs of manifests/crds and the scheduler configuration of
+// manifests/scheduler-config.yaml (the one the ConfigMap of the install
+// manifests holds). The operators are built from localcluster/operators, so the
+// sandbox needs the tree anyway; `make run` runs from it.
+const (
+	crdDir          = "manifests/crds"
+	schedulerConfig = "manifests/scheduler-config.yaml"
+)
+
+// repoRoot finds the muster source tree: beside this file when the binary
+// was built with full paths (go run, go build), else the first directory
+// upward from the working directory that holds the scheduler configuration.
+func repoRoot() (string, error) {
+	var tried []string
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		dir := filepath.Join(filepath.Dir(file), "..", "..", "..")
+		if isRepo(dir) {
+			return filepath.Clean(dir), nil
+		}
+		tried = append(tried, dir)
+	}
+	if wd, err := os.Getwd(); err == nil {
+		for dir := wd; ; dir = filepath.Dir(dir) {
+			if isRepo(dir) {
+				return dir, nil
+			}
+			tried = append(tried, dir)
+			if filepath.Dir(dir) == dir {
+				break
+			}
+		}
+	}
+	return "", fmt.Errorf("cannot find the muster source tree (a directory with go.mod and %s; tried %s): run the sandbox from a muster checkout (make run)",
+		schedulerConfig, strings.Join(tried, ", "))
+}
+
+func isRepo(dir string) bool {
+	gomod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil || !strings.Contains(string(gomod), "module github.com/muster-io/muster\n") {
+		return false
+	}
+	_, err = os.Stat(filepath.Join(dir, schedulerConfig))
+	return err == nil
+}
+
+// installMusterCRDs installs every CRD muster ships (Karta, PodGroup) and
+// returns their file names.
+func installMusterCRDs(ctx context.Context, cp *localcluster.ControlPlane, root string) ([]string, error) {
+	files, err := filepath.Glob(filepath.Join(root, crdDir, "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no CRDs in %s", filepath.Join(root, crdDir))
+	}
+	var names []string
+	for _, f := range files {
+		if err := cp.InstallCRDFile(ctx, f); err != nil {
+			return names, fmt.Errorf("%s: %w", f, err)
+		}
+		names = append(names, filepath.Base(f))
+	}
+	return names, nil
+}
+
+// startScheduler runs muster-scheduler: kube-scheduler's own command path
+// with the MusterGang plugin registered, on the shipped configuration. Two
+// settings are the sandbox's: the client connection (the sandbox's
+// kubeconfig instead of the in-cluster account) and leader election (off:
+// there is one replica, and kube-scheduler's app exits the process when
+// its leadership ends, which would take the sandbox with it).
+func startScheduler(ctx context.Context, cp *localcluster.ControlPlane, root string) error {
+	path := filepath.Join(root, schedulerConfig)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if doc == nil {
+		return fmt.Errorf("%s: empty", path)
+	}
+	doc["clientConnection"] = map[string]any{"kubeconfig": cp.KubeconfigPath}
+	doc["leaderElection"] = map[string]any{"leaderElect": false}
+	cfg, err := yaml.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	if _, err := localcluster.StartSchedulerApp(ctx, cp, cfg, schedulerapp.Plugins()...); err != nil {
+		return fmt.Errorf("%s: %w", schedulerConfig, err)
+	}
+	return nil
+}
+
+// startPodGrouper runs the muster-podgrouper command's Run in this process
+// with its default options (the embedded catalog, scheduler name
+// muster-scheduler), on the sandbox's kubeconfig, without leader election
+// (one replica), its health endpoints on a loopback port. It returns once
+// /readyz says the controller's caches are synced.
+func startPodGrouper(ctx context.Context, cp *localcluster.ControlPlane) error {
+	port, err := localcluster.FreePort()
+	if err != nil {
+		return err
+	}
+	o := podgrouperapp.NewOptions()
+	o.Kubeconfig = cp.KubeconfigPath
+	o.LeaderElection.LeaderElect = false
+	o.BindAddress = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	// Options.Validate is not called: it only checks flag values (these are
+	// the defaults) and applies the logging configuration, which is
+	// process-global and already the control plane's.
+
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	exited := make(chan struct{})
+	var runErr error
+	go func() {
+		defer close(exited)
+		runErr = podgrouperapp.Run(runCtx, o)
+	}()
+	stop := sync.OnceFunc(func() {
+		cancel()
+		<-exited
+	})
+	cp.OnStop("pod-grouper", stop)
+
+	url := "http://" + o.BindAddress + "/readyz"
+	client := &http.Client{Timeout: time.Second}
+	err = localcluster.WaitFor(ctx, localcluster.ShortTimeout, "pod-grouper "+url, func(context.Context) (bool, string, error) {
+		select {
+		case <-exited:
+			return false, "", fmt.Errorf("pod-grouper stopped: %v", runErr)
+		default:
+		}
+		resp, err := client.Get(url)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status, nil
+	})
+	if err != nil {
+		stop()
+		return err
+	}
+	return nil
+}
+
+// operatorBuild is an operator binary being built (or found in the cache)
+// in the background.
+type operatorBuild struct {
+	name string
+	done chan struct{} // closed when the build has ended; then err, took
+	err  error
+	took time.Duration
+	slow atomic.Bool // the build outlasted slowBuild: it was not cached
+	// used is closed (once, by release) when the sandbox has started the
+	// operator or given up on it; the next build waits for it.
+	used    chan struct{}
+	release func()
+}
+
+// slowBuild: a cached operator binary is found in well under this; a build
+// that takes longer is a real (first-run) build and says so.
+const slowBuild = 2 * time.Second
+
+// buildOperators builds the named operators one after the other, in the
+// order given (the order the examples need them), while the sandbox goes
+// on; localcluster.BuildOperator caches the binaries
+// (os.UserCacheDir()/muster-operators), so only a first run pays. A build
+// starts only once the operator before it has been started or given up:
+// localcluster.StartOperator takes the harness's build lock to find its binary,
+// and the next build would hold that lock for minutes. Builds stop when ctx
+// ends; wait waits for the builder.
+func buildOperators(ctx context.Context, names []string, progress func(string, ...any)) (builds map[string]*operatorBuild, wait func()) {
+	builds = map[string]*operatorBuild{}
+	order := make([]*operatorBuild, 0, len(names))
+	for _, name := range names {
+		b := &operatorBuild{name: name, done: make(chan struct{}), used: make(chan struct{})}
+		b.release = sync.OnceFunc(func() { close(b.used) })
+		builds[name] = b
+		order = append(order, b)
+	}
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for _, b := range order {
+			began := time.Now()
+			timer := time.AfterFunc(slowBuild, func() {
+				b.slow.Store(true)
+				progress("building the %s operator (first run only, ~2 min)…", b.name)
+			})
+			_, b.err = localcluster.BuildOperator(ctx, b.name)
+			timer.Stop()
+			b.took = time.Since(began)
+			close(b.done)
+			select {
+			case <-b.used:
+			case <-ctx.Done():
+			}
+			if ctx.Err() != nil {
+				// Close the rest, so nobody waits on a build never begun.
+				for _, rest := range order {
+					select {
+					case <-rest.done:
+					default:
+						rest.err = ctx.Err()
+						close(rest.done)
+					}
+				}
+				return
+			}
+		}
+	}()
+	return builds, func() { <-finished }
+}
+
+// startOperator waits for the operator's build and runs it; its webhooks are
+// registered by URL and deleted again when the control plane stops.
+func startOperator(ctx context.Context, cp *localcluster.ControlPlane, b *operatorBuild, progress func(string, ...any)) error {
+	defer b.release()
+	select {
+	case <-b.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if b.err != nil {
+		return b.err
+	}
+	if b.slow.Load() {
+		progress("%s operator built in %s (cached for later runs)", b.name, b.took.Round(time.Second))
+	}
+	_, err := localcluster.StartOperator(ctx, cp, b.name)
+	return err
+}
+
+// firstLine shortens an error for a progress line; the whole of it goes to
+// the log file.
+func firstLine(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i] + " …"
+	}
+	return s
+}

@@ -1,0 +1,140 @@
+package localcluster
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/controller-manager/pkg/informerfactory"
+	"k8s.io/kubernetes/pkg/controller/cronjob"
+	"k8s.io/kubernetes/pkg/controller/deployment"
+	"k8s.io/kubernetes/pkg/controller/garbagecollector"
+	"k8s.io/kubernetes/pkg/controller/job"
+	"k8s.io/kubernetes/pkg/controller/replicaset"
+	"k8s.io/kubernetes/pkg/controller/statefulset"
+)
+
+// GCSyncPeriod is how often the garbage collector re-reads discovery, so
+// that owners of a kind whose CRD was installed after the controllers started
+// are collected within about a second (kube-controller-manager uses 30s).
+const GCSyncPeriod = time.Second
+
+// StartControllers starts the pod-creating controllers of
+// kube-controller-manager in this process: Job, ReplicaSet, Deployment,
+// StatefulSet, CronJob and the garbage collector, built directly from
+// k8s.io/kubernetes/pkg/controller. They run until the returned stop is
+// called or the control plane stops (ctx cancellation stops them too, but
+// only stop waits for them to return).
+//
+// Pods they create stay Pending until a scheduler binds them; the pod
+// simulator (StartPodSimulator) then plays kubelet.
+func (cp *ControlPlane) StartControllers(ctx context.Context) (stop func(), err error) {
+	if err := cp.live(); err != nil {
+		return nil, err
+	}
+	cfg := rest.CopyConfig(cp.RestConfig)
+	cfg.QPS, cfg.Burst = 1000, 2000
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	// The GC's discovery client must not be the one behind its REST mapper,
+	// or every sync would reset the mapper's cache needlessly.
+	gcDiscovery, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	mdClient, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	inf := informers.NewSharedInformerFactory(cs, 0)
+	mdInf := metadatainformer.NewSharedInformerFactory(mdClient, 0)
+	fail := func(what string, err error) (func(), error) {
+		cancel()
+		return nil, fmt.Errorf("%s controller: %w", what, err)
+	}
+
+	jobC, err := job.NewController(ctx, cs, inf.Core().V1().Pods(), inf.Batch().V1().Jobs(), nil, nil)
+	if err != nil {
+		return fail("job", err)
+	}
+	rsC := replicaset.NewReplicaSetController(ctx, inf.Apps().V1().ReplicaSets(), inf.Core().V1().Pods(), cs, replicaset.BurstReplicas)
+	depC, err := deployment.NewDeploymentController(ctx, inf.Apps().V1().Deployments(), inf.Apps().V1().ReplicaSets(), inf.Core().V1().Pods(), cs)
+	if err != nil {
+		return fail("deployment", err)
+	}
+	ssC := statefulset.NewStatefulSetController(ctx, inf.Core().V1().Pods(), inf.Apps().V1().StatefulSets(),
+		inf.Core().V1().PersistentVolumeClaims(), inf.Apps().V1().ControllerRevisions(), cs)
+	cronC, err := cronjob.NewControllerV2(ctx, inf.Batch().V1().Jobs(), inf.Batch().V1().CronJobs(), cs)
+	if err != nil {
+		return fail("cronjob", err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cs.Discovery()))
+	informersStarted := make(chan struct{})
+	gc, err := garbagecollector.NewGarbageCollector(ctx, cs, mdClient, mapper, garbagecollector.DefaultIgnoredResources(),
+		informerfactory.NewInformerFactory(inf, mdInf), informersStarted)
+	if err != nil {
+		return fail("garbage collector", err)
+	}
+
+	var wg sync.WaitGroup
+	run := func(f func()) {
+		wg.Add(1)
+		go func() { defer wg.Done(); f() }()
+	}
+	const workers = 5
+	run(func() { jobC.Run(ctx, workers) })
+	run(func() { rsC.Run(ctx, workers) })
+	run(func() { depC.Run(ctx, workers) })
+	run(func() { ssC.Run(ctx, workers) })
+	run(func() { cronC.Run(ctx, workers) })
+	run(func() { gc.Run(ctx, workers, 30*time.Second) })
+	run(func() { gc.Sync(ctx, gcDiscovery.Discovery(), GCSyncPeriod) })
+
+	inf.Start(ctx.Done())
+	mdInf.Start(ctx.Done())
+	close(informersStarted)
+	if err := waitForSync(ctx, inf.WaitForCacheSync); err != nil {
+		cancel()
+		wg.Wait()
+		inf.Shutdown()
+		mdInf.Shutdown()
+		return nil, fmt.Errorf("controllers: %w", err)
+	}
+
+	stop = sync.OnceFunc(func() {
+		cancel()
+		wg.Wait()
+		inf.Shutdown()
+		mdInf.Shutdown()
+	})
+	cp.OnStop("controllers", stop)
+	return stop, nil
+}
+
+// BackdateCronJob sets the CronJob's status.lastScheduleTime to `ago` in the
+// past. The CronJob controller follows the wall clock; with a missed run in
+// the past it creates the Job at once instead of at the next minute.
+func (cp *ControlPlane) BackdateCronJob(ctx context.Context, ns, name string, ago time.Duration) error {
+	cj, err := cp.Client.BatchV1().CronJobs(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("backdate CronJob %s/%s: %w", ns, name, err)
+	}
+	cj.Status.LastScheduleTime = &metav1.Time{Time: time.Now().Add(-ago)}
+	if _, err := cp.Client.BatchV1().CronJobs(ns).UpdateStatus(ctx, cj, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("backdate CronJob %s/%s: %w", ns, name, err)
+	}
+	return nil
+}

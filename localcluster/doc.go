@@ -1,0 +1,38 @@
+// Package localcluster runs a real Kubernetes control plane inside the current
+// process: embedded etcd, kube-apiserver, the pod-creating controllers of
+// kube-controller-manager, fake nodes, a pod-status simulator that plays
+// kubelet, and kube-scheduler instances with any profile.
+//
+// It serves the integration tests under test/ and the sandbox
+// (cmd/muster-sandbox). Nothing here needs a *testing.T, so one control plane
+// can be shared by a whole test binary from TestMain:
+//
+//	cp, err := localcluster.Start(localcluster.Options{})
+//	...
+//	defer cp.Stop()
+//	err = cp.InstallCRDFile(ctx, "crd.yaml")        // CRDs first (see InstallCRD)
+//	_, err = cp.StartControllers(ctx)               // Job, ReplicaSet, Deployment, StatefulSet, CronJob, GC
+//	sim, err := cp.StartPodSimulator(ctx, localcluster.PodSimulatorOptions{})
+//	_, err = localcluster.StartScheduler(ctx, cp, localcluster.SchedulerOptions{}) // default profile
+//	_, err = cp.CreateNodes(ctx, 4, localcluster.GPUNodes("gpu", 8, localcluster.Topology{Nodes: 4, Zones: 2}))
+//	_, err = cp.Apply(ctx, yamlDocs, ns)
+//	pods, err := cp.WaitPodsRunning(ctx, ns, "app=web", 3, localcluster.ShortTimeout)
+//
+// Every start helper registers its stop with the control plane, so Stop
+// tears everything down (last started first) even if the caller forgets.
+//
+// Real operators (JobSet, LeaderWorkerSet, KubeRay) run as child processes
+// built from localcluster/operators/<name>: see InstallOperatorCRDs, BuildOperator
+// and StartOperator.
+//
+// Tests isolate themselves with NewNamespace and, when they need nodes of their
+// own, with node pools (NodeSpec.Pool): pool nodes carry a label and a taint so
+// that only pods that ask for the pool land there.
+//
+// Logging: klog, etcd and the apiserver are silenced by default (their output
+// goes to Options.LogOutput or is discarded). Set MUSTER_TEST_VERBOSE=1 to see
+// it on stderr.
+//
+// Do not build binaries that use this package with -trimpath: the apiserver
+// test server locates its fixture directory through runtime.Caller.
+package localcluster
