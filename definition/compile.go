@@ -134,6 +134,9 @@ func (b *builder) optExpr(fp *field.Path, src *string) *expr {
 }
 
 func compileJQ(fp *field.Path, src string) (*expr, *field.Error) {
+	if fe := checkExprBounds(fp, src); fe != nil {
+		return nil, fe
+	}
 	q, err := gojq.Parse(src)
 	if err != nil {
 		var pe *gojq.ParseError
@@ -208,6 +211,9 @@ func build(k *kartav1alpha1.Karta, opts Options) (*Compiled, field.ErrorList) {
 		return nil, field.ErrorList{field.Required(field.NewPath("spec"), "no definition")}
 	}
 	b := &builder{c: &Compiled{karta: k, opts: opts.withDefaults(), name: k.Name}}
+	if b.bounds(); len(b.errs) > 0 {
+		return nil, b.errs
+	}
 	b.components()
 	b.gangScheduling()
 	if len(b.errs) > 0 {

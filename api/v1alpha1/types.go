@@ -71,11 +71,13 @@ type StructureDefinition struct {
 	// ChildComponents are the roles and objects below the root. Each names
 	// its parent with ownerRef.
 	// +optional
+	// +kubebuilder:validation:MaxItems=63
 	ChildComponents []ComponentDefinition `json:"childComponents,omitempty"`
 
 	// AdditionalChildKinds lists kinds the workload creates that are not
 	// modelled as components (for RBAC).
 	// +optional
+	// +kubebuilder:validation:MaxItems=64
 	AdditionalChildKinds []GroupVersionKind `json:"additionalChildKinds,omitempty"`
 }
 
@@ -121,6 +123,7 @@ type ComponentDefinition struct {
 	// several pod definitions (an array or a map). Other paths of the
 	// component yield one value per instance, index-aligned with it.
 	// +optional
+	// +kubebuilder:validation:MaxLength=4096
 	InstanceIDPath *string `json:"instanceIdPath,omitempty"`
 
 	// PodSelector tells which pods belong to this component.
@@ -133,11 +136,14 @@ type ComponentDefinition struct {
 // fragmentedPodSpecDefinition is set.
 type SpecDefinition struct {
 	// +optional
+	// +kubebuilder:validation:MaxLength=4096
 	PodTemplateSpecPath *string `json:"podTemplateSpecPath,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=4096
 	PodSpecPath *string `json:"podSpecPath,omitempty"`
 	// MetadataPath goes with podSpecPath when metadata sits beside the spec.
 	// +optional
+	// +kubebuilder:validation:MaxLength=4096
 	MetadataPath *string `json:"metadataPath,omitempty"`
 	// +optional
 	FragmentedPodSpecDefinition *FragmentedPodSpecDefinition `json:"fragmentedPodSpecDefinition,omitempty"`
@@ -147,30 +153,41 @@ type SpecDefinition struct {
 // pod spec is scattered over their own fields.
 type FragmentedPodSpecDefinition struct {
 	// +optional
+	// +kubebuilder:validation:MaxLength=4096
 	SchedulerNamePath *string `json:"schedulerNamePath,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=4096
 	LabelsPath *string `json:"labelsPath,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=4096
 	AnnotationsPath *string `json:"annotationsPath,omitempty"`
 	// ResourcesPath yields a ResourceRequirements that applies to the main
 	// container.
 	// +optional
+	// +kubebuilder:validation:MaxLength=4096
 	ResourcesPath *string `json:"resourcesPath,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=4096
 	ResourceClaimsPath *string `json:"resourceClaimsPath,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=4096
 	PodAffinityPath *string `json:"podAffinityPath,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=4096
 	NodeAffinityPath *string `json:"nodeAffinityPath,omitempty"`
 	// ContainersPath yields the list of containers.
 	// +optional
+	// +kubebuilder:validation:MaxLength=4096
 	ContainersPath *string `json:"containersPath,omitempty"`
 	// ContainerPath yields the single (main) container.
 	// +optional
+	// +kubebuilder:validation:MaxLength=4096
 	ContainerPath *string `json:"containerPath,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=4096
 	PriorityClassNamePath *string `json:"priorityClassNamePath,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=4096
 	ImagePath *string `json:"imagePath,omitempty"`
 }
 
@@ -178,22 +195,28 @@ type FragmentedPodSpecDefinition struct {
 // per instance of the parent component.
 type ScaleDefinition struct {
 	// +optional
+	// +kubebuilder:validation:MaxLength=4096
 	ReplicasPath *string `json:"replicasPath,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=4096
 	MinReplicasPath *string `json:"minReplicasPath,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=4096
 	MaxReplicasPath *string `json:"maxReplicasPath,omitempty"`
 }
 
 // SuspendDefinition lists the assignments that suspend and resume a
 // component.
 type SuspendDefinition struct {
+	// +kubebuilder:validation:MaxItems=64
 	SuspendActions []SuspendAction `json:"suspendActions"`
-	ResumeActions  []SuspendAction `json:"resumeActions"`
+	// +kubebuilder:validation:MaxItems=64
+	ResumeActions []SuspendAction `json:"resumeActions"`
 }
 
 // SuspendAction assigns Value at Path.
 type SuspendAction struct {
+	// +kubebuilder:validation:MaxLength=4096
 	Path string `json:"path"`
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +kubebuilder:validation:Schemaless
@@ -216,21 +239,25 @@ type PodSelector struct {
 // pod.
 type ComponentTypeSelector struct {
 	// +optional
+	// +kubebuilder:validation:MaxLength=4096
 	KeyPath string `json:"keyPath,omitempty"`
 	// +optional
 	Value *string `json:"value,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxProperties=64
 	MatchLabels map[string]string `json:"matchLabels,omitempty"`
 }
 
 // ComponentInstanceSelector yields, on the pod, the id of the component
 // instance it belongs to (compared with instanceIdPath's values).
 type ComponentInstanceSelector struct {
+	// +kubebuilder:validation:MaxLength=4096
 	IDPath string `json:"idPath"`
 }
 
 // ReplicaSelector yields, on the pod, which replica or group it belongs to.
 type ReplicaSelector struct {
+	// +kubebuilder:validation:MaxLength=4096
 	KeyPath string `json:"keyPath"`
 }
 
@@ -262,12 +289,14 @@ type StatusDefinition struct {
 
 // PhaseDefinition gives the path of a phase string.
 type PhaseDefinition struct {
+	// +kubebuilder:validation:MaxLength=4096
 	Path string `json:"path"`
 }
 
 // ConditionsDefinition gives the path of a conditions list and its field
 // names (defaults: type, status, message, reason).
 type ConditionsDefinition struct {
+	// +kubebuilder:validation:MaxLength=4096
 	Path string `json:"path"`
 	// +optional
 	TypeFieldName string `json:"typeFieldName,omitempty"`
@@ -282,20 +311,28 @@ type ConditionsDefinition struct {
 // StatusMappings lists, per status, matchers that are ORed.
 type StatusMappings struct {
 	// +optional
+	// +kubebuilder:validation:MaxItems=64
 	Initializing []StatusMatcher `json:"initializing,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxItems=64
 	Running []StatusMatcher `json:"running,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxItems=64
 	Completed []StatusMatcher `json:"completed,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxItems=64
 	Failed []StatusMatcher `json:"failed,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxItems=64
 	Degraded []StatusMatcher `json:"degraded,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxItems=64
 	Suspended []StatusMatcher `json:"suspended,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxItems=64
 	Suspending []StatusMatcher `json:"suspending,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxItems=64
 	Resuming []StatusMatcher `json:"resuming,omitempty"`
 }
 
@@ -304,6 +341,7 @@ type StatusMatcher struct {
 	// +optional
 	ByPhase string `json:"byPhase,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxItems=64
 	ByConditions []ExpectedCondition `json:"byConditions,omitempty"`
 	// +optional
 	ByExpression *ExpressionMatcher `json:"byExpression,omitempty"`
@@ -312,6 +350,7 @@ type StatusMatcher struct {
 // ExpressionMatcher holds when expression, run on the root object, yields
 // expectedResult (compared as a string).
 type ExpressionMatcher struct {
+	// +kubebuilder:validation:MaxLength=4096
 	Expression     string `json:"expression"`
 	ExpectedResult string `json:"expectedResult"`
 }
@@ -337,6 +376,7 @@ type OptimizationInstructions struct {
 // (newer, one group with sub-groups and topology).
 type GangSchedulingInstruction struct {
 	// +optional
+	// +kubebuilder:validation:MaxItems=64
 	PodGroups []PodGroupDefinition `json:"podGroups,omitempty"`
 	// +optional
 	PodGroup *PodGroupTree `json:"podGroup,omitempty"`
@@ -344,7 +384,8 @@ type GangSchedulingInstruction struct {
 
 // PodGroupDefinition is one gang definition of the older form.
 type PodGroupDefinition struct {
-	Name    string                     `json:"name"`
+	Name string `json:"name"`
+	// +kubebuilder:validation:MaxItems=64
 	Members []PodGroupMemberDefinition `json:"members"`
 }
 
@@ -354,9 +395,13 @@ type PodGroupMemberDefinition struct {
 	// GroupByKeyPaths run on the pod; each must yield one non-empty value.
 	// Together they name the gang instance.
 	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
 	GroupByKeyPaths []string `json:"groupByKeyPaths,omitempty"`
 	// Filters run on the pod; all must be true for the pod to be a member.
 	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
 	Filters []string `json:"filters,omitempty"`
 }
 
@@ -368,6 +413,7 @@ type PodGroupTree struct {
 	// +optional
 	Topology *TopologyConstraint `json:"topology,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxItems=64
 	SubGroups []SubGroupDefinition `json:"subGroups,omitempty"`
 }
 

@@ -1,0 +1,97 @@
+package definition
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestNesting(t *testing.T) {
+	tests := []struct {
+		src  string
+		want int
+	}{
+		{".spec.replicas", 0},
+		{"(.a // 1) * ((.b // 1) - 1)", 2},
+		{`.metadata.labels["a/b"]`, 1},
+		{`"(((" + .a`, 0},   // parentheses inside a string do not count
+		{`"\(.a)"`, 1},      // an interpolation opens a level
+		{`"\("\(.a)")"`, 2}, // and nests
+		{`"x\\" + (.a)`, 1}, // an escaped backslash ends nothing
+		{"# ((((\n.a", 0},   // comments are skipped
+		{strings.Repeat("[", 70) + strings.Repeat("]", 70), 70},
+	}
+	for _, tc := range tests {
+		if got := nesting(tc.src); got != tc.want {
+			t.Errorf("nesting(%q) = %d, want %d", tc.src, got, tc.want)
+		}
+	}
+}
+
+// TestLimits: every input that could make gojq's recursive parser or
+// compiler overflow the stack, or make validation do unbounded work, is
+// refused with one message naming the field and the limit.
+func TestLimits(t *testing.T) {
+	withReplicas := func(expr string) string {
+		return strings.Replace(minimal, "replicasPath: .spec.replicas", fmt.Sprintf("replicasPath: %q", expr), 1)
+	}
+	children := func(n int) string {
+		var b strings.Builder
+		b.WriteString(minimal)
+		for i := range n {
+			fmt.Fprintf(&b, "      - name: c%d\n        ownerRef: app\n", i)
+		}
+		return b.String()
+	}
+	tests := []struct {
+		name string
+		yaml string
+		want []string
+	}{
+		// 300k terms overflowed gojq's compiler ("fatal error: stack
+		// overflow", not recoverable) before the size limit existed.
+		{"300k-term expression", withReplicas(strings.Repeat("0+", 300000) + ".spec.replicas"),
+			[]string{"childComponents[0].scaleDefinition.replicasPath", "Too long", "4096"}},
+		{"just over the size limit", withReplicas(".spec.replicas" + strings.Repeat(" ", MaxExpressionBytes)),
+			[]string{"replicasPath", "Too long"}},
+		{"deep nesting", withReplicas(strings.Repeat("(", 65) + ".spec.replicas" + strings.Repeat(")", 65)),
+			[]string{"replicasPath", "nests 65 levels deep", "at most 64"}},
+		{"too many components", children(MaxComponents),
+			[]string{"spec.structureDefinition.childComponents", "Too many", "at most 63"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			k, err := Decode([]byte(tc.yaml))
+			if err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			_, err = Compile(k, Options{})
+			var ve *ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("Compile: %v, want a ValidationError", err)
+			}
+			if n := len(ve.FieldErrors()); n != 1 {
+				t.Errorf("%d errors, want 1: %v", n, err)
+			}
+			msg := err.Error()
+			if len(msg) > 1024 {
+				t.Errorf("message is %d bytes, want it short:\n%.300s", len(msg), msg)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not contain %q", msg, w)
+				}
+			}
+		})
+	}
+}
+
+// TestLimitsAdmitNestingAndSizeAtTheLimit: the limits are inclusive.
+func TestLimitsAdmitNestingAndSizeAtTheLimit(t *testing.T) {
+	at := strings.Repeat("(", MaxExpressionNesting) + ".spec.replicas" + strings.Repeat(")", MaxExpressionNesting)
+	k := decodeT(t, strings.Replace(minimal, "replicasPath: .spec.replicas", "replicasPath: "+fmt.Sprintf("%q", at), 1))
+	if _, err := Compile(k, Options{}); err != nil {
+		t.Fatalf("nesting at the limit refused: %v", err)
+	}
+}
