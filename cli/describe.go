@@ -609,7 +609,7 @@ func (o *DescribeOptions) compileDefinitionFile(name string) (*definition.Compil
 func unknownTypeError(arg string, defs *definitions, c *Cluster) error {
 	cands := defs.typeCandidates(c.Mapper, shortNames(c))
 	msg := fmt.Sprintf("the cluster has no resource type %q", arg)
-	if s := suggest(strings.ToLower(arg), cands); len(s) > 0 {
+	if s := suggest(arg, cands); len(s) > 0 {
 		msg += fmt.Sprintf("; did you mean %q?", s[0])
 	} else {
 		msg += fmt.Sprintf(" (defined types: %s)", strings.Join(defs.kindNames(), ", "))

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/kubectl/pkg/util/podutils"
 
 	"github.com/muster-io/muster/api"
 	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
@@ -448,20 +449,11 @@ func resourceMap(rl corev1.ResourceList) map[string]string {
 	return out
 }
 
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 func podView(p *corev1.Pod, events map[string]string, gpuNames []corev1.ResourceName) PodView {
 	pv := PodView{
 		Name:  p.Name,
 		Phase: string(p.Status.Phase),
-		Ready: podReady(p),
+		Ready: podutils.IsPodReady(p),
 		Node:  p.Spec.NodeName,
 		GPUs:  requestsOf(&p.Spec, gpuNames).gpus,
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/kubectl/pkg/util/podutils"
 
 	"github.com/muster-io/muster/api"
 	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
@@ -329,7 +330,7 @@ func workloadRow(ctx context.Context, obj *unstructured.Unstructured, ent *catal
 	nodes := map[string]bool{}
 	boundByPG := map[string]int{}
 	for _, p := range pods {
-		if podReady(p) {
+		if podutils.IsPodReady(p) {
 			r.ReadyPods++
 		}
 		if p.Spec.NodeName != "" {

@@ -3,7 +3,9 @@
 // follows the kubectl shape (an Options struct with Complete, Validate and
 // Run, and injected IOStreams) and returns errors instead of exiting, so
 // tests run the commands in-process; Main turns the error into one
-// "error: …" line and an exit code (errors.go).
+// "error: …" line and an exit code (errors.go). cmd/muster's main only
+// hands the process to Main, so the binary and kubectl-muster are this
+// package.
 package cli
 
 import (

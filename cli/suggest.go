@@ -1,34 +1,13 @@
 package cli
 
-import (
-	"sort"
+import "github.com/muster-io/muster/internal/closest"
 
-	"github.com/muster-io/muster/internal/closest"
-)
-
-// suggest returns the candidates closest to s: within an edit distance of
-// two, or sharing a prefix of at least three letters; nearest first.
+// suggest returns the known spelling to offer for an unknown type or
+// definition name s: none, or the one closest.Closest picks, so the CLI
+// hints by the same rule as decoding and schema checks.
 func suggest(s string, candidates []string) []string {
-	type scored struct {
-		c string
-		d int
+	if c := closest.Closest(s, candidates); c != "" {
+		return []string{c}
 	}
-	var out []scored
-	for _, c := range candidates {
-		d := closest.Levenshtein(s, c)
-		if d <= 2 || (len(s) >= 3 && len(c) >= len(s) && c[:len(s)] == s) {
-			out = append(out, scored{c, d})
-		}
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].d != out[j].d {
-			return out[i].d < out[j].d
-		}
-		return out[i].c < out[j].c
-	})
-	res := make([]string, len(out))
-	for i, o := range out {
-		res[i] = o.c
-	}
-	return res
+	return nil
 }

@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"io"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -17,6 +17,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"github.com/muster-io/muster/internal/closest"
 )
 
@@ -209,7 +210,7 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		if tag == "-" {
 			continue
 		}
-		name, opts, _ := strings.Cut(tag, ",")
+		name, _, _ := strings.Cut(tag, ",")
 		if f.Anonymous && name == "" {
 			ft := f.Type
 			if ft.Kind() == reflect.Pointer {
@@ -222,7 +223,6 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 				continue
 			}
 		}
-		_ = opts
 		if name == "" {
 			name = f.Name
 		}
@@ -233,13 +233,7 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 
 func unknownField(p *field.Path, name string, known map[string]reflect.Type) *field.Error {
 	detail := "unknown field"
-	best, bestD := "", 4
-	for k := range known {
-		if d := closest.Levenshtein(strings.ToLower(name), strings.ToLower(k)); d < bestD || (d == bestD && k < best) {
-			best, bestD = k, d
-		}
-	}
-	if best != "" {
+	if best := closest.Closest(name, slices.Collect(maps.Keys(known))); best != "" {
 		detail += fmt.Sprintf("; did you mean %q?", best)
 	}
 	return field.Forbidden(child(p, name), detail)

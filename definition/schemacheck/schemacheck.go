@@ -12,6 +12,8 @@
 // Anything it cannot follow (user functions, reduce, variables as keys,
 // free-form objects such as metadata) ends the check of that chain without
 // a report, so it gives no false alarms on paths it does not understand.
+// A missing field's message suggests the nearest property by the rule every
+// "did you mean" of muster uses (internal/closest), or lists the properties.
 //
 // Built-in kinds have no CRD; FromGoType builds the schema of their Go type
 // (a Deployment, or the Pod that pod-side paths run on).
@@ -371,13 +373,7 @@ func missingMessage(parent, name string, props map[string]apiextensionsv1.JSONSc
 	}
 	sort.Strings(known)
 	msg := fmt.Sprintf("field %q does not exist in %s", name, orDot(parent))
-	best, bestD := "", 3
-	for _, k := range known {
-		if d := closest.Levenshtein(strings.ToLower(name), strings.ToLower(k)); d < bestD {
-			best, bestD = k, d
-		}
-	}
-	if best != "" {
+	if best := closest.Closest(name, known); best != "" {
 		return msg + fmt.Sprintf("; did you mean %q?", best)
 	}
 	if len(known) > 12 {
