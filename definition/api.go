@@ -153,10 +153,6 @@ type Compiled struct {
 	// muster.io/min-member: the override works for every kind.
 	overrideGang *gangDef
 
-	// parsePerCall makes every evaluation parse and compile its expression
-	// again; only the benchmark sets it, to show what compiling once saves.
-	parsePerCall bool
-
 	// podNeeds is what the pod-side expressions can read of a pod.
 	podNeeds *podNeeds
 

@@ -388,23 +388,13 @@ func (d *deadlineCtx) Err() error {
 // eval runs e on input (already in gojq form, see toJQ) under the deadline and
 // the result cap of the options.
 func (c *Compiled) eval(ctx context.Context, e *expr, input any) ([]any, error) {
-	code := e.code
-	if c.parsePerCall {
-		q, err := gojq.Parse(e.src)
-		if err != nil {
-			return nil, c.evalErr(e, err)
-		}
-		if code, err = gojq.Compile(q); err != nil {
-			return nil, c.evalErr(e, err)
-		}
-	}
-	if e.simple && !c.parsePerCall {
+	if e.simple {
 		if v, ok := walkKeys(input, e.keys); ok {
 			return []any{v}, nil
 		}
 	}
 	dl := newDeadlineCtx(ctx, c.opts.Timeout)
-	iter := code.RunWithContext(dl, input)
+	iter := e.code.RunWithContext(dl, input)
 	var out []any
 	for {
 		v, ok := iter.Next()

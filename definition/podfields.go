@@ -594,7 +594,7 @@ func (p *podInput) value() (any, error) {
 // evalPod runs e on a pod. The result of a podField read lives in in: it is
 // valid until the next evalPod on in, so use it before asking again.
 func (c *Compiled) evalPod(ctx context.Context, e *expr, in *podInput) ([]any, error) {
-	if e.pod != podFieldNone && !c.parsePerCall {
+	if e.pod != podFieldNone {
 		in.one[0] = e.pod.read(in.pod, e.keys[len(e.keys)-1])
 		return in.one[:], nil
 	}
