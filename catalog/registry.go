@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"github.com/muster-io/muster/definition"
@@ -38,12 +39,40 @@ type Entry struct {
 	// Err is why the definition cannot be used. Only cluster definitions
 	// carry one: a broken embedded definition fails NewRegistry.
 	Err error
+
+	// UID and Generation identify the Karta object a cluster entry was
+	// compiled from (zero for embedded entries).
+	UID        types.UID
+	Generation int64
+	// LastGood is set on a broken cluster entry whose Karta compiled
+	// before: that earlier generation stays in force for its kind, so
+	// editing a working Karta into a broken one never changes a gang.
+	LastGood *Entry
+	// ShadowedBy names the cluster definition that serves this entry's kind
+	// instead of it (two Kartas for one kind: the first by name wins).
+	ShadowedBy string
+}
+
+// Serving is the entry that serves e's kind on e's behalf: e itself when it
+// compiled, its last good generation when it is broken, else nil.
+func (e *Entry) Serving() *Entry {
+	if e.Err == nil {
+		return e
+	}
+	return e.LastGood
 }
 
 // Registry serves the embedded definitions merged with the cluster's Karta
-// objects. A cluster definition wins over an embedded one for the same root
-// group/kind; a broken cluster definition is reported (List, SetCluster) but
-// never served, so the embedded one stays in force.
+// objects. The rules, in order:
+//
+//   - A cluster definition wins over an embedded one for the same root
+//     group/kind.
+//   - Among several cluster definitions for one kind, the first by name wins
+//     (the others carry ShadowedBy), so the choice does not depend on the
+//     order the cluster lists them in.
+//   - A broken cluster definition is reported (List, SetCluster) but never
+//     served: the last generation of the same Karta that compiled stays in
+//     force (LastGood), else the embedded one.
 //
 // Registry is safe for concurrent use: readers see one immutable snapshot,
 // and SetCluster swaps in a new one whole, so a lookup never sees half of an
@@ -97,6 +126,7 @@ func compileEntry(k *kartav1alpha1.Karta, origin Origin, source string, opts def
 		return e
 	}
 	e.Name = k.Name
+	e.UID, e.Generation = k.UID, k.Generation
 	if root := k.Spec.StructureDefinition.RootComponent.Kind; root != nil {
 		e.GroupKind = schema.GroupKind{Group: root.Group, Kind: root.Kind}
 		e.Version = root.Version
@@ -131,16 +161,19 @@ func buildSnapshot(gen int64, embedded, cluster []*Entry) *snapshot {
 		s.byGK[e.GroupKind] = e
 		s.byName[e.Name] = e
 	}
-	overridden := map[schema.GroupKind]bool{}
+	winner := map[schema.GroupKind]string{}
 	for _, e := range cluster { // sorted by name
-		if e.Err != nil {
+		served := e.Serving()
+		if served == nil {
 			continue
 		}
-		if !overridden[e.GroupKind] {
-			s.byGK[e.GroupKind] = e
-			overridden[e.GroupKind] = true
+		if w, taken := winner[served.GroupKind]; taken {
+			e.ShadowedBy = w
+		} else {
+			s.byGK[served.GroupKind] = served
+			winner[served.GroupKind] = e.Name
 		}
-		s.byName[e.Name] = e
+		s.byName[e.Name] = served
 	}
 	return s
 }
@@ -209,8 +242,23 @@ func (r *Registry) SetCluster(kartas []*kartav1alpha1.Karta) []Entry {
 	sort.SliceStable(cluster, func(i, j int) bool { return cluster[i].Name < cluster[j].Name })
 
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	// The previous snapshot's entries are read under the write lock so two
+	// SetCluster calls cannot both build on the same predecessor.
+	prev := map[string]*Entry{}
+	for _, e := range r.snap.cluster {
+		prev[e.Name] = e
+	}
+	for _, e := range cluster {
+		p, ok := prev[e.Name]
+		if e.Err == nil || !ok || p.UID != e.UID {
+			// A Karta deleted and created anew is a new object: nothing
+			// of the old one is kept.
+			continue
+		}
+		e.LastGood = p.Serving()
+	}
 	r.snap = buildSnapshot(r.snap.generation+1, r.snap.embedded, cluster)
-	r.mu.Unlock()
 
 	out := make([]Entry, len(cluster))
 	for i, e := range cluster {

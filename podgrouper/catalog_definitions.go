@@ -14,9 +14,12 @@ func NewCatalogDefinitions(r *catalog.Registry) Definitions { return catalogDefi
 type catalogDefinitions struct{ r *catalog.Registry }
 
 func fromCatalog(e *catalog.Entry) *Entry {
-	out := &Entry{Name: e.Name, Source: e.Source, GroupKind: e.GroupKind, Err: e.Err}
+	out := &Entry{Name: e.Name, Source: e.Source, GroupKind: e.GroupKind, Err: e.Err, ShadowedBy: e.ShadowedBy}
 	if e.Compiled != nil {
 		out.Grouper = e.Compiled
+	}
+	if e.LastGood != nil {
+		out.LastGoodGeneration = e.LastGood.Generation
 	}
 	return out
 }

@@ -32,6 +32,13 @@ type Entry struct {
 	// Grouper is nil when Err is set.
 	Grouper Grouper
 	Err     error
+	// LastGoodGeneration, on a broken cluster definition, is the earlier
+	// generation of the same Karta still in use for its kind (0: none, the
+	// embedded definition or nothing serves the kind).
+	LastGoodGeneration int64
+	// ShadowedBy names the cluster definition that serves this one's kind
+	// instead of it.
+	ShadowedBy string
 }
 
 // Definitions is the registry of workload definitions: the embedded catalog

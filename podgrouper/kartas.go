@@ -31,9 +31,11 @@ var KartaResource = schema.GroupVersionResource{Group: kartav1alpha1.Group, Vers
 
 // Karta status condition written for every cluster definition.
 const (
-	ConditionValid   = "Valid"
-	ReasonCompiled   = "Compiled"
-	ReasonInvalid    = "Invalid"
+	ConditionValid = "Valid"
+	ReasonCompiled = "Compiled"
+	ReasonInvalid  = "Invalid"
+	// ReasonShadowed: valid, but another Karta serves the same kind.
+	ReasonShadowed   = "Shadowed"
 	maxStatusErrors  = 5
 	maxStatusMessage = 2000
 )
@@ -58,7 +60,7 @@ type kartas struct {
 	// the set last given to the registry: status writes, ours included, do
 	// not recompile anything or requeue pods.
 	applied string
-	results map[string]error // compile result per Karta name, of that set
+	results map[string]Entry // compile result per Karta name, of that set
 }
 
 func newKartas(client dynamic.Interface, mapper meta.RESTMapper, defs Definitions, onChange func()) *kartas {
@@ -173,25 +175,32 @@ func (k *kartas) apply(ctx context.Context) error {
 	fingerprint := strings.Join(prints, ",")
 	changed := fingerprint != k.applied
 	if changed {
-		k.results = map[string]error{}
+		k.results = map[string]Entry{}
 		for _, e := range k.defs.SetCluster(decoded) {
-			k.results[e.Name] = e.Err
+			k.results[e.Name] = e
 		}
 		k.applied = fingerprint
 	}
-	for name, err := range k.results {
-		if err != nil {
-			invalid[name] = err
+	for name, e := range k.results {
+		if e.Err != nil {
+			invalid[name] = e.Err
 		}
 	}
 	var errs []error
 	for name, u := range byName {
 		cond := metav1.Condition{Type: ConditionValid, Status: metav1.ConditionTrue, Reason: ReasonCompiled,
 			Message: "the definition is valid and in use", ObservedGeneration: u.GetGeneration()}
+		res := k.results[name]
 		if err, bad := invalid[name]; bad {
 			errorsTotal.WithLabelValues(reasonKartaDecode).Inc()
 			cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonInvalid, statusMessage(err)
+			if g := res.LastGoodGeneration; g > 0 {
+				cond.Message = truncateMessage(fmt.Sprintf("generation %d (the last valid one) is still in use; ", g) + cond.Message)
+			}
 			logger.Info("Cluster definition is invalid", "karta", name, "err", cond.Message)
+		} else if res.ShadowedBy != "" {
+			cond.Reason = ReasonShadowed
+			cond.Message = fmt.Sprintf("the definition is valid but not in use: karta %s defines the same kind %s and wins (of several Kartas for one kind, the first by name is used)", res.ShadowedBy, res.GroupKind)
 		}
 		if err := k.writeCondition(ctx, u, cond); err != nil {
 			errorsTotal.WithLabelValues(reasonKartaStatus).Inc()
@@ -238,9 +247,15 @@ func statusMessage(err error) string {
 	} else {
 		msgs = []string{err.Error()}
 	}
-	m := strings.Join(msgs, "; ")
+	return truncateMessage(strings.Join(msgs, "; "))
+}
+
+// truncateMessage caps a condition message: it is shown by kubectl and kept
+// in etcd, and a definition's value may be as long as the CRD allows.
+func truncateMessage(m string) string {
 	if len(m) > maxStatusMessage {
-		m = m[:maxStatusMessage] + "…"
+		// Cut on a rune boundary so the message stays valid UTF-8.
+		m = strings.ToValidUTF8(m[:maxStatusMessage], "") + "…"
 	}
 	return m
 }
