@@ -2,6 +2,7 @@ package definition
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -206,7 +207,7 @@ func (c *Compiled) extractComponent(ctx context.Context, root any, v *view, ci i
 		vc.pods[j], ok1 = mulCount(pods, r)
 		vc.minPods[j], ok2 = mulCount(minPods, mr)
 		if !ok1 || !ok2 {
-			return fail(comp.replicas, vc.ids[j], errors.New("the pod count overflows"))
+			return fail(comp.replicas, vc.ids[j], fmt.Errorf("the pod count is above the ceiling of %d", MaxCount))
 		}
 	}
 
@@ -471,9 +472,16 @@ func scalarString(x any) (string, error) {
 }
 
 // toCount reads a replica count: an integer, a whole float or a numeric
-// string; null is "not set".
+// string; null is "not set". A count above MaxCount is an error: no real
+// workload has it, and a PodGroup of 200 million members would hold a gang
+// back forever instead of saying what is wrong.
 func toCount(x any) (int32, bool, error) {
 	var n int64
+	if num, ok := x.(json.Number); ok {
+		// What fromjson and tonumber of a big literal yield: a number all
+		// the same.
+		x = num.String()
+	}
 	switch x := x.(type) {
 	case nil:
 		return 0, false, nil
@@ -506,20 +514,20 @@ func toCount(x any) (int32, bool, error) {
 	if n < 0 {
 		return 0, false, fmt.Errorf("replica count %d is negative", n)
 	}
-	if n > math.MaxInt32 {
-		return 0, false, fmt.Errorf("replica count %d is too large", n)
+	if n > MaxCount {
+		return 0, false, fmt.Errorf("replica count %d is above the ceiling of %d", n, MaxCount)
 	}
 	return int32(n), true, nil
 }
 
-// mulCount multiplies pod counts and reports overflow.
+// mulCount multiplies pod counts; ok is false above MaxCount (and so before
+// any overflow).
 func mulCount(a, b int64) (int64, bool) {
 	if a == 0 || b == 0 {
 		return 0, true
 	}
-	p := a * b
-	if p/b != a || p > math.MaxInt32*int64(math.MaxInt32) {
+	if a > MaxCount/b {
 		return 0, false
 	}
-	return p, true
+	return a * b, true
 }

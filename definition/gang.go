@@ -2,11 +2,10 @@ package definition
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"github.com/muster-io/muster/api"
-	"math"
 	"strconv"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -112,9 +111,9 @@ func overrides(root *unstructured.Unstructured, p *rootPlan) error {
 		p.off = true
 	}
 	if v, ok := ann[api.AnnotationMinMember]; ok {
-		n, err := strconv.ParseInt(v, 10, 32)
-		if err != nil || n <= 0 {
-			return fmt.Errorf("workload annotation %s: %q: must be a positive integer", api.AnnotationMinMember, v)
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+		if err != nil || n <= 0 || n > MaxCount {
+			return fmt.Errorf("workload annotation %s: %q: must be a whole number from 1 to %d", api.AnnotationMinMember, v, MaxCount)
 		}
 		p.minMember = int32(n)
 	}
@@ -247,7 +246,7 @@ func (c *Compiled) scopeOf(v *view, ci, j, scope int) (int, int64, error) {
 		}
 		var ok bool
 		if n, ok = mulCount(n, minReplicas(&v.comps[ci], j)); !ok {
-			return 0, 0, errors.New("the pod count overflows")
+			return 0, 0, fmt.Errorf("the pod count is above the ceiling of %d", MaxCount)
 		}
 	}
 }
@@ -324,8 +323,8 @@ func (c *Compiled) GangForPod(ctx context.Context, root *unstructured.Unstructur
 // proportion (rounded up per resource); one at or above it keeps the
 // definition's min-resources, since the extra pods' size is unknown.
 func fill(g *Gang, size gangSize, p *rootPlan) error {
-	if size.minMember > math.MaxInt32 {
-		return fmt.Errorf("min-member %d is too large", size.minMember)
+	if size.minMember > MaxCount {
+		return fmt.Errorf("the gang's min-member %d is above the ceiling of %d", size.minMember, MaxCount)
 	}
 	g.MinMember = int32(size.minMember)
 	// Shared, not copied: this runs once per pod, and a copy per call cost

@@ -130,12 +130,12 @@ func TestGangForPod(t *testing.T) {
 		{
 			name: "bad min-member annotation names it",
 			def:  jobsetDef, obj: &objSpec{y: jobsetObj, ann: []string{api.AnnotationMinMember, "zero"}}, pod: jsWorker,
-			wantErr: `workload annotation muster.io/min-member: "zero": must be a positive integer`,
+			wantErr: `workload annotation muster.io/min-member: "zero": must be a whole number from 1 to 100000`,
 		},
 		{
 			name: "negative min-member annotation",
 			def:  jobsetDef, obj: &objSpec{y: jobsetObj, ann: []string{api.AnnotationMinMember, "-2"}}, pod: jsWorker,
-			wantErr: `must be a positive integer`,
+			wantErr: `must be a whole number from 1 to 100000`,
 		},
 		{
 			name: "unknown gang annotation value",

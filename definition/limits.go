@@ -31,6 +31,13 @@ const (
 	// kinds, pod groups, members, key paths, filters, matchers, conditions,
 	// suspend and resume actions, sub-groups, matchLabels entries.
 	MaxListItems = 64
+	// MaxCount is the ceiling of every replica count a definition reads,
+	// of every pod count it computes (a component's pods, a gang's
+	// min-member) and of the muster.io/min-member annotation. Kubernetes
+	// supports clusters of 150,000 pods; one workload of more than
+	// 100,000 pods is a mistake (often an expression gone wrong), and
+	// refusing it says so where a PodGroup of that size would wait forever.
+	MaxCount = 100_000
 )
 
 // checkExprBounds reports why src may not be handed to gojq, or nil.

@@ -1,0 +1,64 @@
+package definition
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/muster-io/muster/api"
+)
+
+// TestCountCeiling: a count above MaxCount, however it is produced, is an
+// error that names the field and the ceiling, never a gang of that size; a
+// real number is read as a number whatever jq function produced it.
+func TestCountCeiling(t *testing.T) {
+	worker := podT("train-workers-0-1", "jobset.sigs.k8s.io/jobset-name=train", "jobset.sigs.k8s.io/replicatedjob-name=workers", "jobset.sigs.k8s.io/job-index=0")
+	const replicas = ".spec.replicatedJobs[] | (.replicas // 1) * (.template.spec.parallelism // 1)"
+	tests := []struct {
+		name     string
+		replicas string // replaces the replicasPath of jobsetDef
+		ann      []string
+		wantMin  int32
+		wantErr  []string
+	}{
+		{name: "through tojson and fromjson", replicas: "(" + replicas + ") | tojson | fromjson", wantMin: 3},
+		{name: "through tostring and tonumber", replicas: "(" + replicas + ") | tostring | tonumber", wantMin: 3},
+		{name: "a count above the ceiling", replicas: replicas + " | . * 200000000",
+			wantErr: []string{"replicasPath", "above the ceiling of 100000"}},
+		{name: "a product above the ceiling", replicas: replicas + " | . * 40000",
+			wantErr: []string{"above the ceiling of 100000"}},
+		{name: "min-member of 1e9", replicas: replicas, ann: []string{api.AnnotationMinMember, "1000000000"},
+			wantErr: []string{"muster.io/min-member", `"1000000000"`, "from 1 to 100000"}},
+		{name: "min-member as a float", replicas: replicas, ann: []string{api.AnnotationMinMember, "1e9"},
+			wantErr: []string{"muster.io/min-member", "from 1 to 100000"}},
+		{name: "empty min-member", replicas: replicas, ann: []string{api.AnnotationMinMember, ""},
+			wantErr: []string{"muster.io/min-member", "from 1 to 100000"}},
+		{name: "min-member at the ceiling", replicas: replicas, ann: []string{api.AnnotationMinMember, "100000"}, wantMin: 100000},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			def := strings.Replace(jobsetDef, "replicasPath: "+replicas, "replicasPath: '"+tc.replicas+"'", 1)
+			if def == jobsetDef && tc.replicas != replicas {
+				t.Fatal("the replicasPath of jobsetDef changed; update this test")
+			}
+			c := compileT(t, def)
+			g, err := c.GangForPod(ctxT, withAnnotations(objT(t, jobsetObj), tc.ann...), worker)
+			if len(tc.wantErr) > 0 {
+				if err == nil {
+					t.Fatalf("no error; gang %+v", g)
+				}
+				for _, w := range tc.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not contain %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g == nil || g.MinMember != tc.wantMin {
+				t.Fatalf("gang %+v, want min-member %d", g, tc.wantMin)
+			}
+		})
+	}
+}
