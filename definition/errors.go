@@ -80,3 +80,17 @@ func (e *EvalError) Error() string {
 }
 
 func (e *EvalError) Unwrap() error { return e.Err }
+
+// AnnotationError is a workload annotation muster reads (muster.io/gang,
+// muster.io/min-member, muster.io/topology-*) with a value it cannot use.
+// Callers tell it apart from a broken definition: the fix is on the
+// workload, not in the definition.
+type AnnotationError struct {
+	Key, Value string
+	// Want says which values are allowed.
+	Want string
+}
+
+func (e *AnnotationError) Error() string {
+	return fmt.Sprintf("workload annotation %s: %q: %s", e.Key, e.Value, e.Want)
+}

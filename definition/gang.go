@@ -104,16 +104,18 @@ func (c *Compiled) plan(ctx context.Context, root *unstructured.Unstructured) (*
 // overrides reads the workload annotations that change gangs.
 func overrides(root *unstructured.Unstructured, p *rootPlan) error {
 	ann := root.GetAnnotations()
-	if v, ok := ann[api.AnnotationGang]; ok {
+	// "none" is the pod-grouper's own marker on a pod, not a workload's
+	// choice; a bare Pod is its own workload and carries it once grouped.
+	if v, ok := ann[api.AnnotationGang]; ok && v != api.GangNone {
 		if v != api.GangOff {
-			return fmt.Errorf("workload annotation %s: %q: the only value is %q (opt out of gang scheduling)", api.AnnotationGang, v, api.GangOff)
+			return &AnnotationError{Key: api.AnnotationGang, Value: v, Want: fmt.Sprintf("the only value is %q (opt out of gang scheduling)", api.GangOff)}
 		}
 		p.off = true
 	}
 	if v, ok := ann[api.AnnotationMinMember]; ok {
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
 		if err != nil || n <= 0 || n > MaxCount {
-			return fmt.Errorf("workload annotation %s: %q: must be a whole number from 1 to %d", api.AnnotationMinMember, v, MaxCount)
+			return &AnnotationError{Key: api.AnnotationMinMember, Value: v, Want: fmt.Sprintf("must be a whole number from 1 to %d", MaxCount)}
 		}
 		p.minMember = int32(n)
 	}
@@ -126,7 +128,7 @@ func overrides(root *unstructured.Unstructured, p *rootPlan) error {
 			continue
 		}
 		if msgs := validation.IsQualifiedName(v); len(msgs) > 0 {
-			return fmt.Errorf("workload annotation %s: %q: must be a node label key: %s", a.key, v, msgs[0])
+			return &AnnotationError{Key: a.key, Value: v, Want: "must be a node label key: " + msgs[0]}
 		}
 		*a.dst = v
 	}

@@ -114,6 +114,8 @@ type Controller struct {
 	// yielded remembers pods for which the yield event was recorded, so it
 	// is recorded once per pod, not once per sync.
 	yielded sync.Map // types.UID → last note recorded
+	// workloadNotes rate-limits events on workloads (noteWorkload).
+	workloadNotes sync.Map // UID, reason and note → time.Time recorded
 	// written remembers, per pod, the marks (ourMarks) of our last patch, so
 	// the update event of our own write does not sync the pod again.
 	written sync.Map // types.UID → string

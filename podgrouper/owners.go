@@ -49,6 +49,12 @@ type link struct {
 	controller  *metav1.OwnerReference
 }
 
+// ref is the object reference events about the object are recorded on.
+func (l link) ref() *corev1.ObjectReference {
+	apiVersion, kind := l.GVK.ToAPIVersionAndKind()
+	return &corev1.ObjectReference{APIVersion: apiVersion, Kind: kind, Namespace: l.Namespace, Name: l.Name, UID: l.UID}
+}
+
 func (l link) String() string {
 	if l.Namespace == "" {
 		return l.GVK.Kind + "/" + l.Name

@@ -34,21 +34,65 @@ const (
 
 // Event reasons on pods.
 const (
-	eventReasonYield            = "GangManagedElsewhere"
-	eventReasonBrokenDefinition = "BrokenWorkloadDefinition"
+	eventReasonYield = "GangManagedElsewhere"
+	// eventReasonGangUnknown: muster cannot compute the gang; the pods wait.
+	eventReasonGangUnknown = "GangUnknown"
 )
 
+// reasonAnnotation counts pods held because a workload annotation is
+// invalid (the errors_total label beside those of metrics.go).
+const reasonAnnotation = "annotation"
+
+// maxEventMessage caps event notes: a definition's expression or error can
+// be as long as the CRD allows, and an event is kept in etcd and printed by
+// kubectl describe.
+const maxEventMessage = 1024
+
+// workloadNoteInterval is how often the same note is repeated on one
+// workload: every pod of a workload with a broken annotation meets the same
+// cause, and one event per pod per resync would flood the namespace.
+const workloadNoteInterval = 10 * time.Minute
+
+func capMessage(m string) string {
+	if len(m) > maxEventMessage {
+		m = strings.ToValidUTF8(m[:maxEventMessage], "") + "…"
+	}
+	return m
+}
+
+// noteWorkload records an event on the workload, at most once per
+// workloadNoteInterval for the same note.
+func (c *Controller) noteWorkload(ref *corev1.ObjectReference, eventType, reason, note string) {
+	if c.recorder == nil || ref == nil {
+		return
+	}
+	key := string(ref.UID) + "\x00" + reason + "\x00" + note
+	now := time.Now()
+	if prev, ok := c.workloadNotes.Load(key); ok && now.Sub(prev.(time.Time)) < workloadNoteInterval {
+		return
+	}
+	c.workloadNotes.Store(key, now)
+	c.recorder.Event(ref, eventType, reason, note)
+}
+
 // decision is what the pod-grouper wants for one pod: a gang (PodGroup name
-// and object) or scheduled alone (reason, and a warning when a definition
-// is broken).
+// and object), scheduled alone (reason), or held (hold) when the gang cannot
+// be computed.
 type decision struct {
 	gang     *definition.Gang
 	pgName   string
 	pg       *schedv1alpha1.PodGroup
 	rootUID  types.UID
 	reason   string // gang-free reason
-	warning  string // Warning event note, when a definition is broken
 	yieldMsg string // set when another mechanism owns the pod
+	// hold, when set, says why muster cannot compute the pod's gang (a
+	// broken definition, an evaluation error, an invalid annotation). The
+	// pod-grouper then writes nothing: the pod waits unlabelled in the
+	// scheduler instead of being scheduled alone, and a pod already in a
+	// gang keeps its label and PodGroup. Fail closed, never open.
+	hold string
+	// workload is the object the hold is reported on.
+	workload *corev1.ObjectReference
 }
 
 // sync reconciles one pod from scratch: it is safe to repeat and converges
@@ -88,8 +132,10 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 			return nil
 		}
 	}
-	if d.warning != "" {
-		c.noteOnce(pod, corev1.EventTypeWarning, eventReasonBrokenDefinition, d.warning)
+	if d.hold != "" {
+		c.noteOnce(pod, corev1.EventTypeWarning, eventReasonGangUnknown, d.hold)
+		c.noteWorkload(d.workload, corev1.EventTypeWarning, eventReasonGangUnknown, d.hold)
+		return nil
 	}
 	if d.gang == nil {
 		return c.markAlone(ctx, pod, d.reason)
@@ -159,8 +205,9 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod) (*decision, er
 		if e, ok := c.defs.Broken(chain[i].GVK.GroupKind()); ok {
 			errorsTotal.WithLabelValues(reasonDefinition).Inc()
 			return &decision{
-				reason:  fmt.Sprintf("definition %s of %s is invalid", e.Name, chain[i]),
-				warning: fmt.Sprintf("Workload definition %s (%s) is invalid, so %s is scheduled without a gang: %s; fix the definition", e.Name, e.Source, chain[i], statusMessage(e.Err)),
+				hold: capMessage(fmt.Sprintf("Workload definition %s (%s) is invalid, so the pods of %s wait until it is fixed: %s",
+					e.Name, e.Source, chain[i], statusMessage(e.Err))),
+				workload: chain[i].ref(),
 			}, nil
 		}
 	}
@@ -192,9 +239,15 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod) (*decision, er
 		d.reason = fmt.Sprintf("pod matches no component of definition %s", entry.Name)
 		return d, nil
 	case err != nil:
+		d.workload = l.ref()
+		var ae *definition.AnnotationError
+		if errors.As(err, &ae) {
+			errorsTotal.WithLabelValues(reasonAnnotation).Inc()
+			d.hold = capMessage(fmt.Sprintf("%s: %v; the pods wait until the annotation is fixed or removed", l, ae))
+			return d, nil
+		}
 		errorsTotal.WithLabelValues(reasonDefinition).Inc()
-		d.reason = fmt.Sprintf("definition %s cannot group the pod", entry.Name)
-		d.warning = fmt.Sprintf("Workload definition %s (%s) failed on %s, so the pod is scheduled without a gang: %v; fix the definition", entry.Name, entry.Source, l, err)
+		d.hold = capMessage(fmt.Sprintf("Workload definition %s (%s) failed on %s, so its pods wait: %v; fix the definition", entry.Name, entry.Source, l, err))
 		return d, nil
 	case gang == nil:
 		d.reason = aloneReason(entry, root)

@@ -60,7 +60,8 @@ func trainerGang(min int32) *fakeGrouper {
 	return &fakeGrouper{
 		karta: karta("trainer", "trainer", "trainer"),
 		gangs: map[string]*definition.Gang{"p0": g, "p1": g},
-		errs:  map[string]error{"nomatch": definition.ErrNoComponent, "boom": errors.New(`.spec.replicas: jq: cannot iterate over null`)},
+		errs: map[string]error{"nomatch": definition.ErrNoComponent, "boom": errors.New(`.spec.replicas: jq: cannot iterate over null`),
+			"badann": &definition.AnnotationError{Key: api.AnnotationMinMember, Value: "abc", Want: "must be a whole number from 1 to 100000"}},
 	}
 }
 
@@ -83,7 +84,8 @@ func TestSync(t *testing.T) {
 		wantPG     *schedv1alpha1.PodGroup // the PodGroup "train" afterwards, nil = none
 		wantLabel  string                  // pod-group label afterwards
 		wantReason string                  // substring of muster.io/gang-reason, "" = not gang-free
-		wantEvent  string                  // substring of the one event, "" = none
+		wantEvent  string                  // substring of the first event, "" = none
+		wantEvents int                     // how many events (default 1 when wantEvent is set)
 		wantWrites []string
 	}{
 		{
@@ -140,19 +142,35 @@ func TestSync(t *testing.T) {
 			wantReason: "matches no component of definition trainer",
 			wantWrites: []string{"patch pods"},
 		},
+		// Fail closed: when the gang cannot be computed the pod is neither
+		// labelled nor marked gang-free, so it waits in the scheduler; one
+		// Warning on the pod and one on the workload say why.
 		{
-			name:       "evaluation error: alone with a warning",
+			name:       "evaluation error: the pod waits, the pod and the workload are told",
 			pod:        makePod("boom", job),
-			wantReason: "definition trainer cannot group the pod",
-			wantEvent:  "Warning BrokenWorkloadDefinition Workload definition trainer (test) failed on Trainer/ns/train",
-			wantWrites: []string{"patch pods"},
+			wantEvent:  "Warning GangUnknown Workload definition trainer (test) failed on Trainer/ns/train, so its pods wait",
+			wantEvents: 2,
 		},
 		{
-			name:       "broken cluster definition: alone with a warning naming the field",
+			name:       "evaluation error on a grouped member: its label stays",
+			pod:        makePod("boom", job, withLabel(api.LabelPodGroup, "train")),
+			pgs:        []*schedv1alpha1.PodGroup{musterPG("train", 3)},
+			wantLabel:  "train",
+			wantEvent:  "Warning GangUnknown",
+			wantEvents: 2,
+			wantPG:     musterPG("train", 3),
+		},
+		{
+			name:       "invalid workload annotation: the pod waits, the annotation is named",
+			pod:        makePod("badann", job),
+			wantEvent:  `Warning GangUnknown Trainer/ns/train: workload annotation muster.io/min-member: "abc": must be a whole number`,
+			wantEvents: 2,
+		},
+		{
+			name:       "broken cluster definition: the pod waits, the field is named",
 			pod:        makePod("b0", badJob),
-			wantReason: "definition broken of Broken/ns/bad is invalid",
 			wantEvent:  "spec.structureDefinition.rootComponent.kind",
-			wantWrites: []string{"patch pods"},
+			wantEvents: 2,
 		},
 		{
 			name:      "Volcano annotation: yield",
@@ -241,8 +259,12 @@ func TestSync(t *testing.T) {
 			if tc.wantEvent == "" && len(events) > 0 {
 				t.Errorf("events = %q, want none", events)
 			}
-			if tc.wantEvent != "" && (len(events) != 1 || !strings.Contains(events[0], tc.wantEvent)) {
-				t.Errorf("events = %q, want one containing %q", events, tc.wantEvent)
+			wantN := tc.wantEvents
+			if wantN == 0 {
+				wantN = 1
+			}
+			if tc.wantEvent != "" && (len(events) != wantN || !strings.Contains(events[0], tc.wantEvent)) {
+				t.Errorf("events = %q, want %d, the first containing %q", events, wantN, tc.wantEvent)
 			}
 			got, err := w.pg.SchedulingV1alpha1().PodGroups("ns").Get(w.ctx, "train", metav1.GetOptions{})
 			if tc.wantPG == nil {
