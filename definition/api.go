@@ -2,12 +2,13 @@ package definition
 
 import (
 	"errors"
-	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 )
 
 // DefaultGPUResourceNames are the extended resources counted as GPUs unless

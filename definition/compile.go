@@ -3,12 +3,13 @@ package definition
 import (
 	"errors"
 	"fmt"
-	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"time"
 
 	"github.com/itchyny/gojq"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 )
 
 // Defaults of Options. The timeout guards against runaway expressions; it

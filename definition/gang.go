@@ -3,7 +3,6 @@ package definition
 import (
 	"context"
 	"fmt"
-	"github.com/muster-io/muster/api"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/muster-io/muster/api"
 )
 
 // rootPlan is what the gang definitions yield on one root object. It is

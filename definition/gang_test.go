@@ -2,7 +2,6 @@ package definition
 
 import (
 	"errors"
-	"github.com/muster-io/muster/api"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,6 +9,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/muster-io/muster/api"
 )
 
 func rl(kv ...string) corev1.ResourceList {

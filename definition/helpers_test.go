@@ -2,7 +2,6 @@ package definition
 
 import (
 	"context"
-	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 )
 
 // Definitions and objects the tests share. They model the shapes of real

@@ -3,10 +3,11 @@ package definition
 import (
 	"context"
 	"fmt"
-	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 )
 
 // Status maps obj's status to the shared vocabulary. Matchers of one status

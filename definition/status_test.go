@@ -1,11 +1,12 @@
 package definition
 
 import (
-	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 )
 
 const statusKarta = `

@@ -2,13 +2,14 @@ package definition
 
 import (
 	"fmt"
-	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 )
 
 var structurePath = field.NewPath("spec", "structureDefinition")
