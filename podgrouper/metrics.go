@@ -7,8 +7,6 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 )
 
-const metricsSubsystem = "muster_podgrouper"
-
 // Error reasons counted by muster_podgrouper_errors_total. Constant strings:
 // a reason per distinct message would explode the series.
 const (
@@ -23,7 +21,8 @@ const (
 
 var (
 	reconcileDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
-		Subsystem:      metricsSubsystem,
+		Namespace:      "muster",
+		Subsystem:      "podgrouper",
 		Name:           "reconcile_duration_seconds",
 		Help:           "Time to reconcile one pod, by result (success, error).",
 		Buckets:        metrics.ExponentialBuckets(0.0005, 2, 16),
@@ -31,7 +30,8 @@ var (
 	}, []string{"result"})
 
 	podToPodGroup = metrics.NewHistogram(&metrics.HistogramOpts{
-		Subsystem:      metricsSubsystem,
+		Namespace:      "muster",
+		Subsystem:      "podgrouper",
 		Name:           "pod_to_podgroup_seconds",
 		Help:           "Time from a pod's creation to its PodGroup existing and the pod labelled with it.",
 		Buckets:        metrics.ExponentialBuckets(0.001, 2, 16),
@@ -39,7 +39,8 @@ var (
 	})
 
 	errorsTotal = metrics.NewCounterVec(&metrics.CounterOpts{
-		Subsystem:      metricsSubsystem,
+		Namespace:      "muster",
+		Subsystem:      "podgrouper",
 		Name:           "errors_total",
 		Help:           "Errors of the pod-grouper by reason.",
 		StabilityLevel: metrics.ALPHA,

@@ -1,0 +1,21 @@
+package gang
+
+import "testing"
+
+// The names are what dashboards and alerts query: the same
+// muster_<component>_ scheme as the pod-grouper's, and never renamed by a
+// refactoring.
+func TestMetricNames(t *testing.T) {
+	registerMetrics()
+	for _, tc := range []struct {
+		metric interface{ FQName() string }
+		want   string
+	}{
+		{attempts, "muster_gang_attempts_total"},
+		{timeToBound, "muster_gang_time_to_bound_seconds"},
+	} {
+		if got := tc.metric.FQName(); got != tc.want {
+			t.Errorf("metric %q, want %q", got, tc.want)
+		}
+	}
+}
