@@ -21,9 +21,10 @@
 // Every start helper registers its stop with the control plane, so Stop
 // tears everything down (last started first) even if the caller forgets.
 //
-// Real operators (JobSet, LeaderWorkerSet, KubeRay) run as child processes
-// built from localcluster/operators/<name>: see InstallOperatorCRDs, BuildOperator
-// and StartOperator.
+// The real operators (see localcluster/operators/) run as child processes,
+// each built from the module in localcluster/operators/<name> and described
+// by the operator.yaml beside it (module, CRDs, webhooks, command line): see
+// Operators, InstallOperatorCRDs, BuildOperator and StartOperator.
 //
 // Tests isolate themselves with NewNamespace and, when they need nodes of their
 // own, with node pools (NodeSpec.Pool): pool nodes carry a label and a taint so

@@ -14,7 +14,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,92 +36,192 @@ import (
 // the Kubernetes libraries it was released with; the project module could
 // not build them). CRDs and webhook manifests are read from the operator's
 // module in the module cache, so they always match the binary.
+//
+// What differs between operators is data, in operators/<name>/operator.yaml
+// beside that go.mod, so that adding an operator touches no Go code.
 type operatorSpec struct {
-	module      string // module path required by localcluster/operators/<name>/go.mod
-	mainPackage string
-	crdDir      string // CRD YAML directory inside the module
-	// webhooks is the kubebuilder webhook manifest inside the module; empty
+	Module      string `json:"module"` // module path required by the go.mod beside it
+	MainPackage string `json:"mainPackage"`
+	CRDDir      string `json:"crdDir"` // CRD YAML directory inside the module
+	// Webhooks is the kubebuilder webhook manifest inside the module; empty
 	// for an operator that runs without webhooks, which is then ready once
 	// its health probe answers.
-	webhooks  string
-	configAPI string // apiVersion of the operator's Configuration file; empty: none
-	// podLabel: the operator's pod webhooks only see pods carrying this
+	Webhooks  string `json:"webhooks,omitempty"`
+	ConfigAPI string `json:"configAPI,omitempty"` // apiVersion of the operator's Configuration file; empty: none
+	// PodLabel: the operator's pod webhooks only see pods carrying this
 	// label (the upstream kustomize patches add that objectSelector).
-	podLabel string
-	// flags returns the command line for the control plane's kubeconfig,
-	// the Configuration file (empty without configAPI) and the health probe
-	// address ("0" for operators with webhooks). Operators name these flags
+	PodLabel string `json:"podLabel,omitempty"`
+	// Args is the command line, with placeholders for what only exists at
+	// run time (see operatorPlaceholders). Operators name these flags
 	// differently, and every one must turn off leader election, metrics and
 	// probes on fixed ports.
-	flags func(kubeconfig, config, probe string) []string
+	Args []string `json:"args"`
 }
 
-// configFileFlags are the flags of the kubebuilder-style operators that
-// read a Configuration file.
-func configFileFlags(kubeconfig, config, probe string) []string {
-	return []string{
-		"--kubeconfig=" + kubeconfig, "--config=" + config,
-		"--metrics-bind-address=0", "--health-probe-bind-address=" + probe,
+const operatorSpecFile = "operator.yaml"
+
+// operatorRun is what exists only once StartOperator runs the operator.
+type operatorRun struct {
+	kubeconfig string // the control plane's kubeconfig file
+	config     string // the Configuration file StartOperator writes; empty without configAPI
+	// probe is the health probe address: "0" for operators with webhooks,
+	// which are ready once their webhook server is.
+	probe string
+}
+
+// operatorPlaceholders are the {{name}}s operator.yaml's args may hold.
+var operatorPlaceholders = map[string]func(operatorRun) string{
+	"kubeconfig": func(r operatorRun) string { return r.kubeconfig },
+	"config":     func(r operatorRun) string { return r.config },
+	"probe":      func(r operatorRun) string { return r.probe },
+}
+
+var placeholderRE = regexp.MustCompile(`\{\{([^{}]*)\}\}`)
+
+// parseOperatorSpec decodes and checks an operator.yaml; file only names it
+// in errors.
+func parseOperatorSpec(file string, data []byte) (operatorSpec, error) {
+	var spec operatorSpec
+	if err := yaml.UnmarshalStrict(data, &spec); err != nil {
+		return spec, fmt.Errorf("%s: %w", file, err)
 	}
-}
-
-var operators = map[string]operatorSpec{
-	"jobset": {
-		module: "sigs.k8s.io/jobset", mainPackage: "sigs.k8s.io/jobset",
-		crdDir: "config/components/crd/bases", webhooks: "config/components/webhook/manifests.yaml",
-		configAPI: "config.jobset.x-k8s.io/v1alpha1", podLabel: "jobset.sigs.k8s.io/jobset-name",
-		flags: configFileFlags,
-	},
-	"lws": {
-		module: "sigs.k8s.io/lws", mainPackage: "sigs.k8s.io/lws/cmd",
-		crdDir: "config/crd/bases", webhooks: "config/webhook/manifests.yaml",
-		configAPI: "config.lws.x-k8s.io/v1alpha1", podLabel: "leaderworkerset.sigs.k8s.io/name",
-		flags: func(kubeconfig, config, probe string) []string {
-			// LWS elects a leader unless told not to.
-			return append(configFileFlags(kubeconfig, config, probe), "--leader-elect=false")
-		},
-	},
-	"kuberay": {
-		module:      "github.com/ray-project/kuberay/ray-operator",
-		mainPackage: "github.com/ray-project/kuberay/ray-operator",
-		crdDir:      "config/crd/bases",
-		// KubeRay serves its (validation-only) RayCluster webhook only when
-		// ENABLE_WEBHOOKS=true; its default install runs without, and so
-		// does the localcluster. Flags instead of a Configuration file: with
-		// --config, KubeRay ignores every other flag.
-		flags: func(kubeconfig, _, probe string) []string {
-			return []string{
-				"--kubeconfig=" + kubeconfig, "--metrics-addr=0",
-				"--health-probe-bind-address=" + probe,
-				// Defaults to true.
-				"--enable-leader-election=false",
+	for _, f := range []struct{ field, value string }{
+		{"module", spec.Module}, {"mainPackage", spec.MainPackage}, {"crdDir", spec.CRDDir},
+	} {
+		if f.value == "" {
+			return spec, fmt.Errorf("%s: %s: required", file, f.field)
+		}
+	}
+	if len(spec.Args) == 0 {
+		return spec, fmt.Errorf("%s: args: required", file)
+	}
+	if spec.PodLabel != "" && spec.Webhooks == "" {
+		return spec, fmt.Errorf("%s: podLabel: only pod webhooks use it, and webhooks is empty", file)
+	}
+	if spec.Webhooks != "" && spec.ConfigAPI == "" {
+		// The Configuration file is where the webhook server learns its
+		// port and certificate.
+		return spec, fmt.Errorf("%s: webhooks: needs configAPI", file)
+	}
+	used := map[string]bool{}
+	for i, arg := range spec.Args {
+		for _, m := range placeholderRE.FindAllStringSubmatch(arg, -1) {
+			if _, ok := operatorPlaceholders[m[1]]; !ok {
+				return spec, fmt.Errorf("%s: args[%d]: unknown placeholder %s (have %s)", file, i, m[0], placeholderList())
 			}
-		},
-	},
+			used[m[1]] = true
+		}
+		if rest := placeholderRE.ReplaceAllString(arg, ""); strings.Contains(rest, "{{") || strings.Contains(rest, "}}") {
+			return spec, fmt.Errorf("%s: args[%d]: malformed placeholder in %q", file, i, arg)
+		}
+	}
+	switch {
+	case !used["kubeconfig"]:
+		// Without it the operator would find the caller's kubeconfig and
+		// act on a real cluster.
+		return spec, fmt.Errorf("%s: args: no {{kubeconfig}}", file)
+	case used["config"] && spec.ConfigAPI == "":
+		return spec, fmt.Errorf("%s: args: {{config}} needs configAPI", file)
+	case !used["config"] && spec.ConfigAPI != "":
+		// Otherwise the Configuration that turns off leader election and
+		// fixed ports would be written and never read.
+		return spec, fmt.Errorf("%s: args: configAPI is set but no arg passes {{config}}", file)
+	case !used["probe"] && spec.Webhooks == "" && spec.ConfigAPI == "":
+		// Nothing else would tell the operator the port it is waited on.
+		return spec, fmt.Errorf("%s: args: no {{probe}}, and without webhooks StartOperator waits on the probe", file)
+	}
+	return spec, nil
 }
 
-// Operators lists the operators StartOperator can run.
-func Operators() []string {
-	names := make([]string, 0, len(operators))
-	for n := range operators {
-		names = append(names, n)
+func placeholderList() string {
+	names := make([]string, 0, len(operatorPlaceholders))
+	for n := range operatorPlaceholders {
+		names = append(names, "{{"+n+"}}")
 	}
 	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// command returns the operator's args with their placeholders filled in
+// (parseOperatorSpec has checked that each is known).
+func (spec operatorSpec) command(run operatorRun) []string {
+	args := make([]string, len(spec.Args))
+	for i, arg := range spec.Args {
+		args[i] = placeholderRE.ReplaceAllStringFunc(arg, func(m string) string {
+			return operatorPlaceholders[m[2:len(m)-2]](run)
+		})
+	}
+	return args
+}
+
+// operatorsDir is localcluster/operators in the source tree this package
+// was built from.
+func operatorsDir() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok || !filepath.IsAbs(file) {
+		return "", errors.New("cannot locate localcluster/operators (built with -trimpath?)")
+	}
+	return filepath.Join(filepath.Dir(file), "operators"), nil
+}
+
+// operatorNames returns operatorsDir and the directories in it with an
+// operator.yaml.
+func operatorNames() (string, []string, error) {
+	dir, err := operatorsDir()
+	if err != nil {
+		return "", nil, err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, e.Name(), operatorSpecFile)); err == nil {
+			names = append(names, e.Name())
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return "", nil, err
+		}
+	}
+	return dir, names, nil // os.ReadDir sorts by name
+}
+
+// Operators lists the operators StartOperator can run. When they cannot be
+// listed (see operatorNames) it lists none, and StartOperator and the other
+// operator functions say why.
+func Operators() []string {
+	_, names, err := operatorNames()
+	if err != nil {
+		return nil
+	}
 	return names
 }
 
+// operator reads and checks the named operator's operator.yaml and returns
+// it with the operator's directory.
 func operator(name string) (operatorSpec, string, error) {
-	spec, ok := operators[name]
-	if !ok {
-		return spec, "", fmt.Errorf("unknown operator %q (have %s)", name, strings.Join(Operators(), ", "))
+	root, names, err := operatorNames()
+	if err != nil {
+		return operatorSpec{}, "", fmt.Errorf("operator %s: %w", name, err)
 	}
-	_, file, _, ok := runtime.Caller(0)
-	if !ok || !filepath.IsAbs(file) {
-		return spec, "", fmt.Errorf("operator %s: cannot locate localcluster/operators (built with -trimpath?)", name)
+	if !slices.Contains(names, name) {
+		return operatorSpec{}, "", fmt.Errorf("unknown operator %q (have %s)", name, strings.Join(names, ", "))
 	}
-	dir := filepath.Join(filepath.Dir(file), "operators", name)
+	dir := filepath.Join(root, name)
 	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
-		return spec, "", fmt.Errorf("operator %s: %w", name, err)
+		return operatorSpec{}, "", fmt.Errorf("operator %s: %w", name, err)
+	}
+	file := filepath.Join(dir, operatorSpecFile)
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return operatorSpec{}, "", fmt.Errorf("operator %s: %w", name, err)
+	}
+	spec, err := parseOperatorSpec(file, data)
+	if err != nil {
+		return operatorSpec{}, "", fmt.Errorf("operator %s: %w", name, err)
 	}
 	return spec, dir, nil
 }
@@ -147,16 +249,16 @@ func OperatorModuleDir(ctx context.Context, name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out, err := goCmd(ctx, dir, "mod", "download", "-json", spec.module)
+	out, err := goCmd(ctx, dir, "mod", "download", "-json", spec.Module)
 	if err != nil {
 		return "", err
 	}
 	var m struct{ Dir, Error string }
 	if err := json.Unmarshal(out, &m); err != nil {
-		return "", fmt.Errorf("go mod download %s: %w", spec.module, err)
+		return "", fmt.Errorf("go mod download %s: %w", spec.Module, err)
 	}
 	if m.Error != "" || m.Dir == "" {
-		return "", fmt.Errorf("go mod download %s: %s", spec.module, m.Error)
+		return "", fmt.Errorf("go mod download %s: %s", spec.Module, m.Error)
 	}
 	return m.Dir, nil
 }
@@ -171,9 +273,9 @@ func (cp *ControlPlane) InstallOperatorCRDs(ctx context.Context, name string) er
 	if err != nil {
 		return err
 	}
-	files, err := filepath.Glob(filepath.Join(modDir, spec.crdDir, "*.yaml"))
+	files, err := filepath.Glob(filepath.Join(modDir, spec.CRDDir, "*.yaml"))
 	if err != nil || len(files) == 0 {
-		return fmt.Errorf("operator %s: no CRDs in %s (%v)", name, filepath.Join(modDir, spec.crdDir), err)
+		return fmt.Errorf("operator %s: no CRDs in %s (%v)", name, filepath.Join(modDir, spec.CRDDir), err)
 	}
 	for _, f := range files {
 		if err := cp.InstallCRDFile(ctx, f); err != nil {
@@ -188,7 +290,9 @@ var buildMu sync.Mutex
 // BuildOperator builds the operator's binary once and caches it under
 // os.UserCacheDir()/muster-operators, keyed by a hash of the operator
 // module's go.mod and go.sum, so later runs reuse it. A cold build takes
-// about two minutes per operator on two cores.
+// about two minutes per operator on two cores. operator.yaml is left out of
+// the key so that editing the command line keeps the binary; a new
+// mainPackage at the same module version needs the cache entry removed.
 func BuildOperator(ctx context.Context, name string) (string, error) {
 	spec, dir, err := operator(name)
 	if err != nil {
@@ -220,7 +324,7 @@ func BuildOperator(ctx context.Context, name string) (string, error) {
 	// build never leaves a half-written binary at the cached path.
 	tmp := bin + ".tmp-" + strconv.Itoa(os.Getpid())
 	defer os.Remove(tmp)
-	if _, err := goCmd(ctx, dir, "build", "-o", tmp, spec.mainPackage); err != nil {
+	if _, err := goCmd(ctx, dir, "build", "-o", tmp, spec.MainPackage); err != nil {
 		return "", fmt.Errorf("build operator %s: %w", name, err)
 	}
 	if err := os.Rename(tmp, bin); err != nil {
@@ -298,15 +402,15 @@ func StartOperator(ctx context.Context, cp *ControlPlane, name string) (*Operato
 	var configPath string
 	var caBundle []byte
 	probe := "0"
-	if spec.webhooks == "" {
+	if spec.Webhooks == "" {
 		// No webhook server to wait for: serve the health probe on the
 		// port instead.
 		probe = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	}
-	if spec.configAPI != "" {
+	if spec.ConfigAPI != "" {
 		certDir := filepath.Join(dir, "certs")
 		webhook := ""
-		if spec.webhooks != "" {
+		if spec.Webhooks != "" {
 			if caBundle, err = writeServingCert(certDir); err != nil {
 				return nil, fmt.Errorf("operator %s: %w", name, err)
 			}
@@ -318,7 +422,7 @@ leaderElection: {leaderElect: false}
 internalCertManagement: {enable: false}
 metrics: {bindAddress: "0"}
 health: {healthProbeBindAddress: %q}
-`, spec.configAPI, probe) + webhook
+`, spec.ConfigAPI, probe) + webhook
 		configPath = filepath.Join(dir, "config.yaml")
 		if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
 			return nil, err
@@ -329,7 +433,7 @@ health: {healthProbeBindAddress: %q}
 	if err != nil {
 		return nil, err
 	}
-	args := spec.flags(cp.KubeconfigPath, configPath, probe)
+	args := spec.command(operatorRun{kubeconfig: cp.KubeconfigPath, config: configPath, probe: probe})
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	setPdeathsig(cmd)
@@ -363,7 +467,7 @@ health: {healthProbeBindAddress: %q}
 		return nil, fmt.Errorf("operator %s: %w\nlast log lines:\n%s", name, err, o.LogTail(20))
 	}
 
-	if spec.webhooks == "" {
+	if spec.Webhooks == "" {
 		if err := waitForHealthy(ctx, probe, o.exited); err != nil {
 			return fail(err)
 		}
@@ -372,7 +476,7 @@ health: {healthProbeBindAddress: %q}
 	if err := waitForTLS(ctx, port, o.exited); err != nil {
 		return fail(err)
 	}
-	names, err := registerWebhooks(ctx, cp, name, filepath.Join(modDir, spec.webhooks), port, caBundle, spec.podLabel)
+	names, err := registerWebhooks(ctx, cp, name, filepath.Join(modDir, spec.Webhooks), port, caBundle, spec.PodLabel)
 	o.WebhookConfigurations = names
 	if err != nil {
 		return fail(err)
@@ -469,7 +573,7 @@ func registerWebhooks(ctx context.Context, cp *ControlPlane, op, manifest string
 	}
 	clientConfig := func(cc admissionv1.WebhookClientConfig) (admissionv1.WebhookClientConfig, error) {
 		if cc.Service == nil || cc.Service.Path == nil {
-			return cc, fmt.Errorf("%s: webhook without service path", manifest)
+			return cc, errors.New("webhook without service path")
 		}
 		u := fmt.Sprintf("https://127.0.0.1:%d%s", port, *cc.Service.Path)
 		return admissionv1.WebhookClientConfig{URL: &u, CABundle: caBundle}, nil
@@ -484,64 +588,89 @@ func registerWebhooks(ctx context.Context, cp *ControlPlane, op, manifest string
 		}
 		return nil
 	}
-	// toLoopback points one webhook (mutating or validating: same fields)
-	// at the operator's loopback URL and narrows pod webhooks to its pods.
-	toLoopback := func(cc *admissionv1.WebhookClientConfig, sel **metav1.LabelSelector, rules []admissionv1.RuleWithOperations) error {
+	// toLoopback points one webhook at the operator's loopback URL and
+	// narrows pod webhooks to its pods.
+	toLoopback := func(w webhookFields) error {
 		var err error
-		if *cc, err = clientConfig(*cc); err != nil {
+		if *w.clientConfig, err = clientConfig(*w.clientConfig); err != nil {
 			return err
 		}
-		if s := podSelector(rules); s != nil {
-			*sel = s
+		if s := podSelector(w.rules); s != nil {
+			*w.objectSelector = s
 		}
 		return nil
 	}
+	adm := cp.Client.AdmissionregistrationV1()
 	var names []string
 	for i, doc := range docs {
 		var meta metav1.TypeMeta
 		if err := json.Unmarshal(doc, &meta); err != nil {
 			return names, fmt.Errorf("%s document %d: %w", manifest, i+1, err)
 		}
+		var name string
 		switch meta.Kind {
 		case "MutatingWebhookConfiguration":
-			var wc admissionv1.MutatingWebhookConfiguration
-			if err := yaml.Unmarshal(doc, &wc); err != nil {
-				return names, err
-			}
-			wc.Name = op + "-" + wc.Name
-			for j := range wc.Webhooks {
-				w := &wc.Webhooks[j]
-				if err := toLoopback(&w.ClientConfig, &w.ObjectSelector, w.Rules); err != nil {
-					return names, err
-				}
-			}
-			deleteWebhookConfiguration(cp, wc.Name)
-			if _, err := cp.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &wc, metav1.CreateOptions{}); err != nil {
-				return names, err
-			}
-			names = append(names, wc.Name)
+			name, err = createWebhookConfiguration(ctx, cp, op, doc, toLoopback, adm.MutatingWebhookConfigurations().Create,
+				func(wc *admissionv1.MutatingWebhookConfiguration) []admissionv1.MutatingWebhook { return wc.Webhooks },
+				func(w *admissionv1.MutatingWebhook) webhookFields {
+					return webhookFields{&w.ClientConfig, &w.ObjectSelector, w.Rules}
+				})
 		case "ValidatingWebhookConfiguration":
-			var wc admissionv1.ValidatingWebhookConfiguration
-			if err := yaml.Unmarshal(doc, &wc); err != nil {
-				return names, err
-			}
-			wc.Name = op + "-" + wc.Name
-			for j := range wc.Webhooks {
-				w := &wc.Webhooks[j]
-				if err := toLoopback(&w.ClientConfig, &w.ObjectSelector, w.Rules); err != nil {
-					return names, err
-				}
-			}
-			deleteWebhookConfiguration(cp, wc.Name)
-			if _, err := cp.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, &wc, metav1.CreateOptions{}); err != nil {
-				return names, err
-			}
-			names = append(names, wc.Name)
+			name, err = createWebhookConfiguration(ctx, cp, op, doc, toLoopback, adm.ValidatingWebhookConfigurations().Create,
+				func(wc *admissionv1.ValidatingWebhookConfiguration) []admissionv1.ValidatingWebhook {
+					return wc.Webhooks
+				},
+				func(w *admissionv1.ValidatingWebhook) webhookFields {
+					return webhookFields{&w.ClientConfig, &w.ObjectSelector, w.Rules}
+				})
 		default:
 			return names, fmt.Errorf("%s document %d: unexpected kind %q", manifest, i+1, meta.Kind)
 		}
+		if err != nil {
+			return names, fmt.Errorf("%s document %d: %w", manifest, i+1, err)
+		}
+		names = append(names, name)
 	}
 	return names, nil
+}
+
+// webhookFields are the fields of one mutating or validating webhook that
+// registerWebhooks rewrites: the two types share them but no Go type.
+type webhookFields struct {
+	clientConfig   *admissionv1.WebhookClientConfig
+	objectSelector **metav1.LabelSelector
+	rules          []admissionv1.RuleWithOperations
+}
+
+// createWebhookConfiguration decodes one mutating or validating webhook
+// configuration (C) from doc, prefixes its name with the operator's, passes
+// each of its webhooks (W) through rewrite, and creates it in place of any
+// left by an earlier run. It returns the name created.
+func createWebhookConfiguration[C any, PC interface {
+	*C
+	metav1.Object
+}, W any](
+	ctx context.Context, cp *ControlPlane, op string, doc []byte,
+	rewrite func(webhookFields) error,
+	create func(context.Context, PC, metav1.CreateOptions) (PC, error),
+	webhooks func(PC) []W, fields func(*W) webhookFields,
+) (string, error) {
+	wc := PC(new(C))
+	if err := yaml.Unmarshal(doc, wc); err != nil {
+		return "", err
+	}
+	wc.SetName(op + "-" + wc.GetName())
+	hooks := webhooks(wc)
+	for j := range hooks {
+		if err := rewrite(fields(&hooks[j])); err != nil {
+			return "", err
+		}
+	}
+	deleteWebhookConfiguration(cp, wc.GetName())
+	if _, err := create(ctx, wc, metav1.CreateOptions{}); err != nil {
+		return "", err
+	}
+	return wc.GetName(), nil
 }
 
 // deleteWebhookConfiguration deletes a mutating or validating webhook
