@@ -391,7 +391,10 @@ func TestCompleteness(t *testing.T) {
 				t.Errorf("%s: catalog/%s.yaml lacks the summary annotation %s", name, name, a)
 			}
 		}
-		raw, _ := EmbeddedFile(name)
+		raw, err := EmbeddedFile(name)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
 		if !bytes.HasPrefix(raw, []byte("#")) {
 			t.Errorf("%s: catalog/%s.yaml does not start with its comment block", name, name)
 		}

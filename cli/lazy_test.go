@@ -80,8 +80,9 @@ func TestKindDefinitionsMatchRegistry(t *testing.T) {
 			t.Errorf("%v: %s (%s, %s); the registry serves %s (%s, %s)", gvk, got.Name, got.Origin, got.Source, want.Name, want.Origin, want.Source)
 		}
 	}
-	if got, _ := kd.forGVK(schema.GroupVersionKind{Group: override.Spec.StructureDefinition.RootComponent.Kind.Group, Kind: override.Spec.StructureDefinition.RootComponent.Kind.Kind}); got == nil || got.Name != "zz-override" {
-		t.Errorf("the cluster definition did not win over the embedded one: %+v", got)
+	got, err := kd.forGVK(schema.GroupVersionKind{Group: override.Spec.StructureDefinition.RootComponent.Kind.Group, Kind: override.Spec.StructureDefinition.RootComponent.Kind.Kind})
+	if err != nil || got == nil || got.Name != "zz-override" {
+		t.Errorf("the cluster definition did not win over the embedded one: %+v (err %v)", got, err)
 	}
 }
 

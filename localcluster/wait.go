@@ -11,9 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 )
 
-// PollInterval is how often WaitFor checks its condition.
+// PollInterval is how often WaitFor and Consistently check their condition.
 const PollInterval = 20 * time.Millisecond
 
 // Condition reports whether what WaitFor waits for has happened, and a short
@@ -51,6 +52,42 @@ func WaitFor(ctx context.Context, timeout time.Duration, description string, con
 	return fmt.Errorf("waiting for %s: %w; last seen: %s", description, err, orNothing(lastSeen))
 }
 
+// Consistently checks that cond holds for the whole period: it samples
+// cond at once, every PollInterval, and once more when period has passed,
+// and returns nil only if every sample held. Use it for "never happens"
+// assertions, where a sleep followed by one look would miss whatever
+// happened in between. cond reports ok while the property holds; the error
+// of the first sample that does not hold names the property, when it broke
+// and what that sample saw:
+//
+//	no member of gang ns/short bound broke after 1.26s of 3s: 2 of 12 members bound
+//
+// A cond error, or ctx ending before the period is over, is an error too:
+// the property was not seen to hold for the whole period.
+func Consistently(ctx context.Context, period time.Duration, description string, cond Condition) error {
+	start := time.Now()
+	tick := time.NewTicker(PollInterval)
+	defer tick.Stop()
+	for samples := 1; ; samples++ {
+		ok, seen, err := cond(ctx)
+		elapsed := time.Since(start)
+		if err != nil {
+			return fmt.Errorf("checking that %s for %s: %w after %s (seen: %s)", description, period, err, elapsed.Round(time.Millisecond), orNothing(seen))
+		}
+		if !ok {
+			return fmt.Errorf("%s broke after %s of %s: %s", description, elapsed.Round(time.Millisecond), period, orNothing(seen))
+		}
+		if elapsed >= period {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("checking that %s for %s: %w after %s and %d samples", description, period, ctx.Err(), elapsed.Round(time.Millisecond), samples)
+		case <-tick.C:
+		}
+	}
+}
+
 func orNothing(s string) string {
 	if s == "" {
 		return "nothing"
@@ -61,29 +98,34 @@ func orNothing(s string) string {
 // WaitPodsBound waits until exactly n pods match selector in ns and all of
 // them have a node, and returns them sorted by name.
 func (cp *ControlPlane) WaitPodsBound(ctx context.Context, ns, selector string, n int, timeout time.Duration) ([]corev1.Pod, error) {
-	return cp.waitPods(ctx, ns, selector, n, timeout, "bound", func(p *corev1.Pod) bool { return p.Spec.NodeName != "" })
+	return cp.WaitPods(ctx, ns, selector, n, timeout, "bound", func(p *corev1.Pod) bool { return p.Spec.NodeName != "" })
 }
 
 // WaitPodsRunning waits until exactly n pods match selector in ns and all of
 // them are Running and Ready (the pod simulator does that for bound pods).
 func (cp *ControlPlane) WaitPodsRunning(ctx context.Context, ns, selector string, n int, timeout time.Duration) ([]corev1.Pod, error) {
-	return cp.waitPods(ctx, ns, selector, n, timeout, "Running and Ready", func(p *corev1.Pod) bool {
-		return p.Status.Phase == corev1.PodRunning && podReady(p)
+	return cp.WaitPods(ctx, ns, selector, n, timeout, "Running and Ready", func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodRunning && podutil.IsPodReady(p)
 	})
 }
 
 // WaitPodCount waits until exactly n pods (in any state) match selector.
 func (cp *ControlPlane) WaitPodCount(ctx context.Context, ns, selector string, n int, timeout time.Duration) ([]corev1.Pod, error) {
-	return cp.waitPods(ctx, ns, selector, n, timeout, "present", func(*corev1.Pod) bool { return true })
+	return cp.WaitPods(ctx, ns, selector, n, timeout, "present", func(*corev1.Pod) bool { return true })
 }
 
 // WaitPodsGone waits until no pod matches selector in ns.
 func (cp *ControlPlane) WaitPodsGone(ctx context.Context, ns, selector string, timeout time.Duration) error {
-	_, err := cp.waitPods(ctx, ns, selector, 0, timeout, "gone", func(*corev1.Pod) bool { return true })
+	_, err := cp.WaitPods(ctx, ns, selector, 0, timeout, "gone", func(*corev1.Pod) bool { return true })
 	return err
 }
 
-func (cp *ControlPlane) waitPods(ctx context.Context, ns, selector string, n int, timeout time.Duration, what string, good func(*corev1.Pod) bool) ([]corev1.Pod, error) {
+// WaitPods waits until exactly n pods match selector in ns and good holds
+// for all of them, and returns them sorted by name. what names what good
+// checks, for the timeout error:
+//
+//	timed out after 30s waiting for 3 pods ready in namespace ns (selector ""); last seen: 3 pods, 2 ready (not yet: web-1 Pending node=- …)
+func (cp *ControlPlane) WaitPods(ctx context.Context, ns, selector string, n int, timeout time.Duration, what string, good func(*corev1.Pod) bool) ([]corev1.Pod, error) {
 	var pods []corev1.Pod
 	desc := fmt.Sprintf("%d pods %s in namespace %s (selector %q)", n, what, ns, selector)
 	if n == 0 {
@@ -138,15 +180,6 @@ func DescribePod(p *corev1.Pod) string {
 		}
 	}
 	return s
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // ShortTimeout and LongTimeout are the usual waits: controllers and

@@ -144,7 +144,7 @@ func BenchmarkMemory(b *testing.B) {
 	for range b.N {
 		ns := testNamespace(b, "bench-mem-")
 		sched := "mem-" + ns
-		b.Cleanup(func() { _ = cleanupRun(context.Background(), ns) })
+		b.Cleanup(func() { cleanupRunOrFail(b, ns) })
 		if err := createBenchNodes(ctx, ns, nodes, 8); err != nil {
 			b.Fatal(err)
 		}
@@ -234,24 +234,8 @@ func BenchmarkMemory(b *testing.B) {
 		// then the pods, 16 creators at once.
 		jobs := make([]*unstructured.Unstructured, gangs)
 		if err := parallel(gangs, 16, func(g int) error {
-			js, err := controlPlane.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-				"metadata": map[string]any{"name": fmt.Sprintf("g%d", g)},
-				"spec": map[string]any{"replicatedJobs": []any{map[string]any{
-					"name": "workers", "replicas": 1,
-					"template": map[string]any{"spec": map[string]any{"parallelism": perGang, "completions": perGang,
-						"template": map[string]any{"spec": pgrToMap(b, pgrGPUPodSpec(sched, 1))}}},
-				}}},
-			}}, ns)
-			if err != nil {
-				return err
-			}
-			jobs[g], err = controlPlane.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": "batch/v1", "kind": "Job",
-				"metadata": map[string]any{"name": fmt.Sprintf("g%d-workers-0", g), "ownerReferences": []any{pgrToMap(b, pgrControllerRef(js))}},
-				"spec": map[string]any{"parallelism": perGang, "completions": perGang, "managedBy": "muster.io/e2e-bench",
-					"template": map[string]any{"spec": pgrToMap(b, pgrGPUPodSpec(sched, 1))}},
-			}}, ns)
+			var err error
+			jobs[g], err = pgrBenchGang(ctx, b, ns, sched, g, perGang)
 			return err
 		}); err != nil {
 			b.Fatal(err)
@@ -277,11 +261,13 @@ func BenchmarkMemory(b *testing.B) {
 		// per node, one per pod.
 		want := min(gangs*perGang, nodes*8/perGang*perGang)
 		var labelled, bound int
+		var listErr error
 		lastProgress := start
 		ok := waitUntil(ctx, 15*time.Minute, func() bool {
 			list, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "bench=1", ResourceVersion: "0"})
 			if err != nil {
-				return false
+				listErr = err // ends the wait; reported once sampling stops
+				return true
 			}
 			labelled, bound = 0, 0
 			for _, p := range list.Items {
@@ -303,6 +289,9 @@ func BenchmarkMemory(b *testing.B) {
 		time.Sleep(3 * time.Second) // steady state after the last bind
 		close(stopSampling)
 		sampling.Wait()
+		if listErr != nil {
+			b.Fatal(listErr)
+		}
 		if !ok {
 			b.Fatalf("after 15 minutes: %d of %d pods labelled, %d of %d bound", labelled, gangs*perGang, bound, want)
 		}

@@ -467,6 +467,13 @@ func waitUntil(ctx context.Context, timeout time.Duration, cond func() bool) boo
 	return true
 }
 
+// cleanupRunOrFail is cleanupRun, failing tb on an error.
+func cleanupRunOrFail(tb testing.TB, ns string) {
+	if err := cleanupRun(context.Background(), ns); err != nil {
+		tb.Error(err)
+	}
+}
+
 // cleanupRun deletes a run's pods and nodes and waits for the pods to go,
 // so the next run starts on an empty cluster.
 func cleanupRun(ctx context.Context, ns string) error {
@@ -534,7 +541,7 @@ func runThroughput(ctx context.Context, tb testing.TB, s benchSizes, variant str
 	if err != nil {
 		return res, err
 	}
-	defer func() { _ = cleanupRun(context.Background(), ns) }()
+	defer cleanupRunOrFail(tb, ns)
 	if err := createBenchNodes(ctx, ns, s.Nodes, s.GPUsPerNode); err != nil {
 		return res, err
 	}
@@ -729,7 +736,7 @@ func runContention(ctx context.Context, tb testing.TB, s benchSizes, variant str
 	if err != nil {
 		return res, err
 	}
-	defer func() { _ = cleanupRun(context.Background(), ns) }()
+	defer cleanupRunOrFail(tb, ns)
 	if err := createBenchNodes(ctx, ns, s.Nodes, s.GPUsPerNode); err != nil {
 		return res, err
 	}

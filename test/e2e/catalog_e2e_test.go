@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -32,25 +31,11 @@ func catGPUs(pg *schedv1alpha1.PodGroup) int64 {
 	return q.Value()
 }
 
-func catPodGroupNames(t testing.TB, ns string) []string {
-	t.Helper()
-	l, err := podGroups(t).SchedulingV1alpha1().PodGroups(ns).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, pg := range l.Items {
-		names = append(names, pg.Name)
-	}
-	sort.Strings(names)
-	return names
-}
-
 // catWaitCollected waits until ns has no PodGroups and no pods matching
 // selector: the garbage collector followed the owner references.
 func catWaitCollected(t testing.TB, ns, selector string) {
 	t.Helper()
-	err := localcluster.WaitFor(context.Background(), time.Minute, "PodGroups of "+ns+" garbage-collected", func(ctx context.Context) (bool, string, error) {
+	waitFor(t, time.Minute, "PodGroups of "+ns+" garbage-collected", func(ctx context.Context) (bool, string, error) {
 		l, err := podGroups(t).SchedulingV1alpha1().PodGroups(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, "", err
@@ -61,38 +46,21 @@ func catWaitCollected(t testing.TB, ns, selector string) {
 		}
 		return len(left) == 0, fmt.Sprint(left), nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := controlPlane.WaitPodsGone(context.Background(), ns, selector, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func catJobSetYAML(name, pool string) string {
-	job := func(rj string, replicas int) string {
-		return fmt.Sprintf(`
-  - name: %s
-    replicas: %d
-    template:
-      spec:
-        parallelism: 1
-        completions: 1
-        template:
-          spec:
-            schedulerName: %s
-            %s
-            containers:
-            - name: main
-              image: busybox
-              resources: {limits: {nvidia.com/gpu: 4}}`, rj, replicas, catSchedulerName, placement(pool, "            "))
-	}
-	return `
-apiVersion: jobset.x-k8s.io/v1alpha2
-kind: JobSet
-metadata: {name: ` + name + `}
-spec:
-  replicatedJobs:` + job("leader", 1) + job("workers", 2) + "\n"
+// catFullStack starts what a full-stack test runs: the named operator, a
+// pod-grouper and the shipped scheduler for catSchedulerName. It returns
+// when it began, to time the start-up.
+func catFullStack(t *testing.T, operator string) time.Time {
+	t.Helper()
+	begin := time.Now()
+	startOperator(t, operator)
+	startPodGrouper(t, catSchedulerName)
+	startShippedScheduler(t)
+	return begin
 }
 
 // TestCatalogJobSetFullStack: the seed JobSet (one leader Job, two worker
@@ -101,31 +69,20 @@ spec:
 // 8 GPUs nothing binds and the pods say why; deleting the JobSet collects
 // the PodGroup and the pods.
 func TestCatalogJobSetFullStack(t *testing.T) {
-	begin := time.Now()
-	startOperator(t, "jobset")
-	startPodGrouper(t, catSchedulerName)
-	startShippedScheduler(t)
+	begin := catFullStack(t, "jobset")
 	ctx := context.Background()
 	fits := testNamespace(t, "cat-js-fits-")
 	short := testNamespace(t, "cat-js-short-")
-	testPool(t, fits, 2, func(i int) localcluster.NodeSpec {
-		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", fits, i), GPUs: 8}
-	})
+	gpuPool(t, fits, 2, 8)
 	// Room for two of the three 4-GPU pods.
-	testPool(t, short, 2, func(i int) localcluster.NodeSpec {
-		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", short, i), GPUs: 4}
-	})
+	gpuPool(t, short, 2, 4)
 	t.Logf("operator, pod-grouper, scheduler and pools up in %s", time.Since(begin).Round(time.Millisecond))
 
 	watchers := map[string]*partialWatcher{}
 	jobsets := map[string]*unstructured.Unstructured{}
 	for _, ns := range []string{fits, short} {
 		watchers[ns] = watchPodGroupBinding(t, ns, map[string]int{"train": 3})
-		objs, err := controlPlane.Apply(ctx, []byte(catJobSetYAML("train", ns)), ns)
-		if err != nil {
-			t.Fatal(err)
-		}
-		jobsets[ns] = objs[0]
+		jobsets[ns] = applyYAML(t, ns, jobSetYAML("train", ns, catSchedulerName))[0]
 	}
 	created := time.Now()
 	sel := "jobset.sigs.k8s.io/jobset-name=train"
@@ -146,7 +103,7 @@ func TestCatalogJobSetFullStack(t *testing.T) {
 				t.Errorf("%s: pod %s owners %v labels %v: not a JobSet operator pod", ns, p.Name, p.OwnerReferences, p.Labels)
 			}
 		}
-		if got := catPodGroupNames(t, ns); strings.Join(got, ",") != "train" {
+		if got := podGroupNames(t, ns); strings.Join(got, ",") != "train" {
 			t.Errorf("%s: PodGroups %v, want exactly [train]", ns, got)
 		}
 	}
@@ -157,7 +114,7 @@ func TestCatalogJobSetFullStack(t *testing.T) {
 
 	// Room for 8 GPUs: the PodGroup and every member say why, none binds.
 	want := []string{"gang " + short + "/train", "needs 12 nvidia.com/gpu", "best placement fits 2 of 3 members"}
-	catWaitPodGroupEvent(t, short, "train", "GangUnschedulable", want)
+	waitEvent(t, short, "PodGroup", "train", "GangUnschedulable", want)
 	catWaitMembersUnschedulable(t, short, sel, 3, want)
 	if bound, err := boundPods(ctx, short, api.LabelPodGroup); err != nil || len(bound["train"]) != 0 {
 		t.Errorf("with room for 8 GPUs: %d members bound (err %v), want 0", len(bound["train"]), err)
@@ -182,39 +139,14 @@ func TestCatalogJobSetFullStack(t *testing.T) {
 // real LWS operator (worker pods owned by a StatefulSet owned by the leader
 // pod) becomes two PodGroups of 2 members, each bound whole.
 func TestCatalogLeaderWorkerSetFullStack(t *testing.T) {
-	begin := time.Now()
-	startOperator(t, "lws")
-	startPodGrouper(t, catSchedulerName)
-	startShippedScheduler(t)
+	begin := catFullStack(t, "lws")
 	ctx := context.Background()
 	ns := testNamespace(t, "cat-lws-")
-	testPool(t, ns, 2, func(i int) localcluster.NodeSpec {
-		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 8}
-	})
+	gpuPool(t, ns, 2, 8)
 	t.Logf("operator, pod-grouper, scheduler and pool up in %s", time.Since(begin).Round(time.Millisecond))
 	w := watchPodGroupBinding(t, ns, map[string]int{"serve-group-0": 2, "serve-group-1": 2})
-	objs, err := controlPlane.Apply(ctx, []byte(`
-apiVersion: leaderworkerset.x-k8s.io/v1
-kind: LeaderWorkerSet
-metadata: {name: serve}
-spec:
-  replicas: 2
-  leaderWorkerTemplate:
-    size: 2
-    workerTemplate:
-      spec:
-        schedulerName: `+catSchedulerName+`
-        `+placement(ns, "        ")+`
-        containers:
-        - name: main
-          image: vllm
-          resources: {limits: {nvidia.com/gpu: 4}}
-`), ns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lws := applyYAML(t, ns, lwsYAML(ns, catSchedulerName, 4))[0]
 	created := time.Now()
-	lws := objs[0]
 	for g := range 2 {
 		name := fmt.Sprintf("serve-group-%d", g)
 		pg := pgrWaitPodGroup(t, ns, name, "minMember 2, 8 GPUs", func(pg *schedv1alpha1.PodGroup) bool {
@@ -248,7 +180,7 @@ spec:
 			}
 		}
 	}
-	if got := catPodGroupNames(t, ns); strings.Join(got, ",") != "serve-group-0,serve-group-1" {
+	if got := podGroupNames(t, ns); strings.Join(got, ",") != "serve-group-0,serve-group-1" {
 		t.Errorf("PodGroups %v, want serve-group-0 and serve-group-1", got)
 	}
 	sel := "leaderworkerset.sigs.k8s.io/name=serve"
@@ -394,7 +326,7 @@ func TestCatalogScaleAndDelete(t *testing.T) {
 			if c.selector != "" {
 				pgrWaitPods(t, ns, c.selector, c.alone, "scheduled alone after the scale", pgrAlone(""))
 			}
-			if got := catPodGroupNames(t, ns); len(got) != len(c.want) {
+			if got := podGroupNames(t, ns); len(got) != len(c.want) {
 				t.Errorf("PodGroups after scaling: %v, want %d", got, len(c.want))
 			}
 			t.Logf("scaled → PodGroups followed in %s", time.Since(begin).Round(time.Millisecond))
@@ -414,65 +346,19 @@ func TestCatalogScaleAndDelete(t *testing.T) {
 	}
 }
 
-// catWaitPodGroupEvent waits for an event of reason on the PodGroup whose
-// note holds every string of want.
-func catWaitPodGroupEvent(t testing.TB, ns, pg, reason string, want []string) {
-	t.Helper()
-	err := localcluster.WaitFor(context.Background(), gangTimeout, fmt.Sprintf("%s event on PodGroup %s/%s", reason, ns, pg), func(ctx context.Context) (bool, string, error) {
-		evs, err := controlPlane.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, "", err
-		}
-		var seen []string
-		for _, e := range evs.Items {
-			if e.Regarding.Kind != "PodGroup" || e.Regarding.Name != pg || e.Reason != reason {
-				continue
-			}
-			seen = append(seen, e.Note)
-			if catContainsAll(e.Note, want) {
-				return true, "", nil
-			}
-		}
-		return false, strings.Join(seen, " | "), nil
-	})
-	if err != nil {
-		t.Error(err)
-	}
-}
-
-func catContainsAll(s string, want []string) bool {
-	for _, w := range want {
-		if !strings.Contains(s, w) {
-			return false
-		}
-	}
-	return true
-}
-
 // catWaitMembersUnschedulable waits until each of the n pods matching
 // selector has PodScheduled=False/Unschedulable with every string of want
 // (what kubectl describe pod shows a user); on timeout it names the pods
 // that lack it and logs the namespace.
 func catWaitMembersUnschedulable(t testing.TB, ns, selector string, n int, want []string) {
 	t.Helper()
-	err := localcluster.WaitFor(context.Background(), gangTimeout, fmt.Sprintf("%d pods (%s) Unschedulable with the gang's reason", n, selector), func(ctx context.Context) (bool, string, error) {
-		pods, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
-		if err != nil {
-			return false, "", err
-		}
-		var lacking []string
-		for _, p := range pods.Items {
-			ok := false
-			for _, c := range p.Status.Conditions {
-				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable && catContainsAll(c.Message, want) {
-					ok = true
-				}
-			}
-			if !ok {
-				lacking = append(lacking, p.Name)
+	_, err := controlPlane.WaitPods(context.Background(), ns, selector, n, gangTimeout, "Unschedulable with the gang's reason", func(p *corev1.Pod) bool {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable && containsAll(c.Message, want) {
+				return true
 			}
 		}
-		return len(pods.Items) == n && len(lacking) == 0, fmt.Sprintf("%d pods; without the gang reason: %v", len(pods.Items), lacking), nil
+		return false
 	})
 	if err != nil {
 		catDumpNamespace(t, ns)
@@ -484,17 +370,26 @@ func catWaitMembersUnschedulable(t testing.TB, ns, selector string, n int, want 
 func catDumpNamespace(t testing.TB, ns string) {
 	t.Helper()
 	ctx := context.Background()
-	if pods, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err == nil {
+	pods, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Errorf("listing the pods of %s: %v", ns, err)
+	} else {
 		for _, p := range pods.Items {
 			t.Logf("pod %s node=%q labels=%v annotations=%v conditions=%+v", p.Name, p.Spec.NodeName, p.Labels, p.Annotations, p.Status.Conditions)
 		}
 	}
-	if l, err := podGroups(t).SchedulingV1alpha1().PodGroups(ns).List(ctx, metav1.ListOptions{}); err == nil {
+	l, err := podGroups(t).SchedulingV1alpha1().PodGroups(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Errorf("listing the PodGroups of %s: %v", ns, err)
+	} else {
 		for _, pg := range l.Items {
 			t.Logf("PodGroup %s spec=%+v status=%+v", pg.Name, pg.Spec, pg.Status)
 		}
 	}
-	if evs, err := controlPlane.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{}); err == nil {
+	evs, err := controlPlane.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Errorf("listing the events of %s: %v", ns, err)
+	} else {
 		for _, e := range evs.Items {
 			t.Logf("event %s %s/%s: %s", e.Reason, e.Regarding.Kind, e.Regarding.Name, e.Note)
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -318,8 +319,11 @@ func catFencePods(t testing.TB, ns string) (remove func()) {
 			return
 		}
 		removed = true
-		_ = controlPlane.Dynamic.Resource(catVAPBindingGVR).Delete(ctx, name, metav1.DeleteOptions{})
-		_ = controlPlane.Dynamic.Resource(catVAPGVR).Delete(ctx, name, metav1.DeleteOptions{})
+		for _, gvr := range []schema.GroupVersionResource{catVAPBindingGVR, catVAPGVR} {
+			if err := controlPlane.Dynamic.Resource(gvr).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+				t.Errorf("lifting the replay policy: %v", err)
+			}
+		}
 		// Wait until the policy is gone from the API server's view, so a
 		// later scale-up is not refused.
 		err := localcluster.WaitFor(ctx, time.Minute, "replay policy lifted in "+ns, func(ctx context.Context) (bool, string, error) {
@@ -406,6 +410,30 @@ func catReplay(t testing.TB, ns, sched string, f *catFixture) *catReplayed {
 		_ = unstructured.SetNestedField(c.Object, int64(n), "spec", "replicas")
 	}
 	templates := map[string]map[string]any{} // Deployment key → its template as created
+	// podSet gives a ReplicaSet or StatefulSet as many replicas as it owns
+	// fixture pods and, where children.yaml gives no selector, one on the
+	// labels they share; it returns the pods and those labels.
+	podSet := func(c *unstructured.Unstructured, key string) ([]*unstructured.Unstructured, map[string]any) {
+		pods := ownedPods[key]
+		setReplicas(c, len(pods))
+		common := catCommonLabels(pods)
+		if _, found, _ := unstructured.NestedMap(c.Object, "spec", "selector"); !found {
+			_ = unstructured.SetNestedMap(c.Object, map[string]any{"matchLabels": common}, "spec", "selector")
+		}
+		return pods, common
+	}
+	// setTemplate gives c the template of its first pod with labels where
+	// children.yaml gives none, and the replay's scheduler either way.
+	setTemplate := func(c *unstructured.Unstructured, pods []*unstructured.Unstructured, labels map[string]any) {
+		if _, found, _ := unstructured.NestedMap(c.Object, "spec", "template"); found {
+			_ = unstructured.SetNestedField(c.Object, sched, "spec", "template", "spec", "schedulerName")
+			return
+		}
+		if len(pods) == 0 {
+			t.Fatalf("%s: %s %s has no template and no pods to derive one from", f.name, c.GetKind(), c.GetName())
+		}
+		_ = unstructured.SetNestedMap(c.Object, catTemplateFromPod(pods[0], labels, sched), "spec", "template")
+	}
 
 	out := &catReplayed{ns: ns, byKey: map[string]*unstructured.Unstructured{}}
 	uids := map[types.UID]types.UID{}
@@ -415,32 +443,22 @@ func catReplay(t testing.TB, ns, sched string, f *catFixture) *catReplayed {
 		if _, done := out.byKey[key]; done {
 			return true, nil
 		}
-		c := o.DeepCopy()
-		refs := c.GetOwnerReferences()
-		for i, r := range refs {
-			real, ok := uids[r.UID]
-			if !ok {
-				if created, ok2 := out.byKey[r.Kind+"/"+r.Name]; ok2 {
-					real, ok = created.GetUID(), true
-				}
+		c, ok := fixtureCopy(o, ns, sched, func(r metav1.OwnerReference) (types.UID, bool) {
+			if real, ok := uids[r.UID]; ok {
+				return real, true
 			}
-			if !ok {
-				return false, nil
+			if created, ok := out.byKey[r.Kind+"/"+r.Name]; ok {
+				return created.GetUID(), true
 			}
-			refs[i].UID = real
+			return "", false
+		})
+		if !ok {
+			return false, nil
 		}
-		c.SetOwnerReferences(refs)
-		for _, fld := range []string{"uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink"} {
-			unstructured.RemoveNestedField(c.Object, "metadata", fld)
-		}
-		unstructured.RemoveNestedField(c.Object, "status")
-		c.SetNamespace(ns)
 		client := controlPlane.Dynamic
 		gk := c.GroupVersionKind().GroupKind()
 		switch gk {
 		case schema.GroupKind{Kind: "Pod"}:
-			_ = unstructured.SetNestedField(c.Object, sched, "spec", "schedulerName")
-			unstructured.RemoveNestedField(c.Object, "spec", "nodeName")
 			client = replayClient
 		case schema.GroupKind{Group: "apps", Kind: "Deployment"}:
 			pods := podsUnder(key)
@@ -467,24 +485,12 @@ func catReplay(t testing.TB, ns, sched string, f *catFixture) *catReplayed {
 				}
 				_ = unstructured.SetNestedMap(c.Object, map[string]any{"matchLabels": sel}, "spec", "selector")
 			}
-			if _, found, _ := unstructured.NestedMap(c.Object, "spec", "template"); !found {
-				if len(pods) == 0 {
-					t.Fatalf("%s: Deployment %s has no template and no pods to derive one from", f.name, c.GetName())
-				}
-				_ = unstructured.SetNestedMap(c.Object, catTemplateFromPod(pods[0], common, sched), "spec", "template")
-			} else {
-				_ = unstructured.SetNestedField(c.Object, sched, "spec", "template", "spec", "schedulerName")
-			}
+			setTemplate(c, pods, common)
 			tmpl, _, _ := unstructured.NestedMap(c.Object, "spec", "template")
 			templates[key] = tmpl
 			deployments = append(deployments, c.GetName())
 		case schema.GroupKind{Group: "apps", Kind: "ReplicaSet"}:
-			pods := ownedPods[key]
-			setReplicas(c, len(pods))
-			common := catCommonLabels(pods)
-			if _, found, _ := unstructured.NestedMap(c.Object, "spec", "selector"); !found {
-				_ = unstructured.SetNestedMap(c.Object, map[string]any{"matchLabels": common}, "spec", "selector")
-			}
+			pods, common := podSet(c, key)
 			if _, found, _ := unstructured.NestedMap(c.Object, "spec", "template"); !found {
 				// The Deployment controller's ReplicaSet: the Deployment's
 				// template plus the pod-template-hash label.
@@ -503,20 +509,8 @@ func catReplay(t testing.TB, ns, sched string, f *catFixture) *catReplayed {
 			}
 			replicaSets = append(replicaSets, c.GetName())
 		case schema.GroupKind{Group: "apps", Kind: "StatefulSet"}:
-			pods := ownedPods[key]
-			setReplicas(c, len(pods))
-			common := catCommonLabels(pods)
-			if _, found, _ := unstructured.NestedMap(c.Object, "spec", "selector"); !found {
-				_ = unstructured.SetNestedMap(c.Object, map[string]any{"matchLabels": common}, "spec", "selector")
-			}
-			if _, found, _ := unstructured.NestedMap(c.Object, "spec", "template"); !found {
-				if len(pods) == 0 {
-					t.Fatalf("%s: StatefulSet %s has no template and no pods", f.name, c.GetName())
-				}
-				_ = unstructured.SetNestedMap(c.Object, catTemplateFromPod(pods[0], common, sched), "spec", "template")
-			} else {
-				_ = unstructured.SetNestedField(c.Object, sched, "spec", "template", "spec", "schedulerName")
-			}
+			pods, common := podSet(c, key)
+			setTemplate(c, pods, common)
 			// Ordinals: the pods' name suffixes must be contiguous.
 			var ords []int
 			for _, p := range pods {
@@ -538,12 +532,6 @@ func catReplay(t testing.TB, ns, sched string, f *catFixture) *catReplayed {
 			_ = unstructured.SetNestedMap(c.Object, map[string]any{"type": "OnDelete"}, "spec", "updateStrategy")
 			statefulSets = append(statefulSets, c.GetName())
 		case schema.GroupKind{Group: "batch", Kind: "Job"}:
-			_ = unstructured.SetNestedField(c.Object, "muster.io/e2e-fixture", "spec", "managedBy")
-			unstructured.RemoveNestedField(c.Object, "spec", "selector")
-			unstructured.RemoveNestedField(c.Object, "spec", "manualSelector")
-			for _, l := range []string{"controller-uid", "batch.kubernetes.io/controller-uid", "job-name", "batch.kubernetes.io/job-name"} {
-				unstructured.RemoveNestedField(c.Object, "spec", "template", "metadata", "labels", l)
-			}
 			if cs, _, _ := unstructured.NestedSlice(c.Object, "spec", "template", "spec", "containers"); len(cs) == 0 {
 				pods := ownedPods[key]
 				if len(pods) == 0 {
@@ -577,8 +565,6 @@ func catReplay(t testing.TB, ns, sched string, f *catFixture) *catReplayed {
 				}
 				_ = unstructured.SetNestedMap(c.Object, catTemplateFromPod(wt, nil, sched), "spec", "leaderWorkerTemplate", "workerTemplate")
 			}
-		case schema.GroupKind{Group: "batch", Kind: "CronJob"}:
-			_ = unstructured.SetNestedField(c.Object, true, "spec", "suspend")
 		}
 		res, err := controlPlane.RESTMapping(c.GroupVersionKind())
 		if err != nil {
@@ -598,51 +584,20 @@ func catReplay(t testing.TB, ns, sched string, f *catFixture) *catReplayed {
 		out.byKey[key] = created
 		return true, nil
 	}
-	if ok, err := create(f.root); err != nil || !ok {
-		t.Fatalf("%s: creating the root: created=%v err=%v", f.name, ok, err)
-	}
+	createInOwnerOrder(t, f.name, f.root, append(append([]*unstructured.Unstructured{}, f.children...), f.pods...), create)
 	out.root = out.byKey[catKey(f.root)]
-	pending := append(append([]*unstructured.Unstructured{}, f.children...), f.pods...)
-	for len(pending) > 0 {
-		var left []*unstructured.Unstructured
-		for _, o := range pending {
-			ok, err := create(o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !ok {
-				left = append(left, o)
-			}
-		}
-		if len(left) == len(pending) {
-			var names []string
-			for _, o := range left {
-				names = append(names, catKey(o))
-			}
-			t.Fatalf("%s: owners of %v are in no fixture file", f.name, names)
-		}
-		pending = left
-	}
 
 	// Step 4: every controller has counted the fixture pods.
 	apps := controlPlane.Client.AppsV1()
 	for _, name := range replicaSets {
-		catWaitCounted(t, "ReplicaSet "+name, func(ctx context.Context) (int64, int32, int32, int32, error) {
-			rs, err := apps.ReplicaSets(ns).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return 0, 0, 0, 0, err
-			}
-			return rs.Generation - rs.Status.ObservedGeneration, *rs.Spec.Replicas, rs.Status.Replicas, rs.Status.FullyLabeledReplicas, nil
-		})
+		waitFor(t, time.Minute, "ReplicaSet "+name+" counted the fixture pods", objectIs(apps.ReplicaSets(ns), name, func(rs *appsv1.ReplicaSet) (bool, string) {
+			return catCounted(rs.Generation-rs.Status.ObservedGeneration, *rs.Spec.Replicas, rs.Status.Replicas, rs.Status.FullyLabeledReplicas)
+		}))
 	}
 	for _, name := range statefulSets {
-		catWaitCounted(t, "StatefulSet "+name, func(ctx context.Context) (int64, int32, int32, int32, error) {
-			s, err := apps.StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return 0, 0, 0, 0, err
-			}
-			return s.Generation - s.Status.ObservedGeneration, *s.Spec.Replicas, s.Status.Replicas, s.Status.Replicas, nil
-		})
+		waitFor(t, time.Minute, "StatefulSet "+name+" counted the fixture pods", objectIs(apps.StatefulSets(ns), name, func(s *appsv1.StatefulSet) (bool, string) {
+			return catCounted(s.Generation-s.Status.ObservedGeneration, *s.Spec.Replicas, s.Status.Replicas, s.Status.Replicas)
+		}))
 	}
 	for _, name := range deployments {
 		patch := []byte(`{"spec":{"paused":false}}`)
@@ -651,34 +606,20 @@ func catReplay(t testing.TB, ns, sched string, f *catFixture) *catReplayed {
 			t.Fatal(err)
 		}
 		gen := d.Generation
-		catWaitCounted(t, "Deployment "+name, func(ctx context.Context) (int64, int32, int32, int32, error) {
-			d, err := apps.Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return 0, 0, 0, 0, err
-			}
-			return gen - d.Status.ObservedGeneration, *d.Spec.Replicas, d.Status.Replicas, d.Status.UpdatedReplicas, nil
-		})
+		waitFor(t, time.Minute, "Deployment "+name+" counted the fixture pods", objectIs(apps.Deployments(ns), name, func(d *appsv1.Deployment) (bool, string) {
+			return catCounted(gen-d.Status.ObservedGeneration, *d.Spec.Replicas, d.Status.Replicas, d.Status.UpdatedReplicas)
+		}))
 	}
 	removeFence()
 	catAssertExactPods(t, ns, f, len(replicaSets))
 	return out
 }
 
-// catWaitCounted waits until a controller has observed the object's
-// generation and reports status replicas (and the second count: fully
-// labelled, updated) equal to spec.replicas.
-func catWaitCounted(t testing.TB, what string, get func(context.Context) (genLag int64, spec, status, other int32, err error)) {
-	t.Helper()
-	err := localcluster.WaitFor(context.Background(), time.Minute, what+" counted the fixture pods", func(ctx context.Context) (bool, string, error) {
-		lag, spec, status, other, err := get(ctx)
-		if err != nil {
-			return false, "", err
-		}
-		return lag <= 0 && status == spec && other == spec, fmt.Sprintf("generation lag %d, spec %d, status %d/%d", lag, spec, status, other), nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+// catCounted reports whether a controller has observed the object's
+// generation (lag is how far behind it is) and reports status replicas and
+// the second count (fully labelled, updated) equal to spec.replicas.
+func catCounted(lag int64, spec, status, other int32) (bool, string) {
+	return lag <= 0 && status == spec && other == spec, fmt.Sprintf("generation lag %d, spec %d, status %d/%d", lag, spec, status, other)
 }
 
 // catAssertExactPods checks that ns holds exactly the fixture's pods (no
@@ -756,14 +697,10 @@ func catExpectedPodGroupName(t testing.TB, defName, workload, gang string, keys 
 func catCheckFixture(t *testing.T, f *catFixture, ns string) {
 	t.Helper()
 	pgrCheckFixture(t, ns, f.name, f.root.GetName(), f.want)
-	ctx := context.Background()
-	list, err := podGroups(t).SchedulingV1alpha1().PodGroups(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	names := podGroupNames(t, ns)
 	have := map[string]bool{}
-	for _, pg := range list.Items {
-		have[pg.Name] = true
+	for _, name := range names {
+		have[name] = true
 	}
 	gangsWithPods := map[string]bool{}
 	for _, p := range f.want.Pods {
@@ -780,7 +717,7 @@ func catCheckFixture(t *testing.T, f *catFixture, ns string) {
 			t.Errorf("%s: no PodGroup %s for gang %s %v", f.name, name, g.Definition, g.Keys)
 		}
 	}
-	if len(list.Items) != len(want) {
-		t.Errorf("%s: %d PodGroups, want %v", f.name, len(list.Items), want)
+	if len(names) != len(want) {
+		t.Errorf("%s: PodGroups %v, want %v", f.name, names, want)
 	}
 }

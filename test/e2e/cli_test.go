@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
 	"github.com/muster-io/muster/api"
 	"github.com/muster-io/muster/cli"
@@ -168,34 +168,12 @@ func describeJSON(t testing.TB, ns, ref string) *cli.Description {
 	return &d
 }
 
-// waitPods waits until the namespace has n pods for which ok holds.
+// waitPods waits until the namespace has n pods, all of them ok.
 func waitPods(t testing.TB, ns string, n int, what string, ok func(*corev1.Pod) bool) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, localcluster.LongTimeout, true, func(ctx context.Context) (bool, error) {
-		list, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, nil
-		}
-		c := 0
-		for i := range list.Items {
-			if ok(&list.Items[i]) {
-				c++
-			}
-		}
-		return c >= n, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %d pods %s in %s: %v", n, what, ns, err)
+	if _, err := controlPlane.WaitPods(context.Background(), ns, "", n, localcluster.LongTimeout, what, ok); err != nil {
+		t.Fatal(err)
 	}
-}
-
-func podIsReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }
 
 func podUnschedulable(p *corev1.Pod) bool {
@@ -211,14 +189,9 @@ func podUnschedulable(p *corev1.Pod) bool {
 // 4-GPU nodes: 12 GPUs, the leader and workers instances, one gang of 3
 // bound, a node for every pod; get lists it.
 func TestCLIDescribeJobSet(t *testing.T) {
-	ns := testNamespace(t, "cli-")
-	sched := "muster-" + ns
-	startGangScheduler(t, sched, nil)
-	testPool(t, ns, 3, func(i int) localcluster.NodeSpec {
-		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 4}
-	})
+	ns, sched := gangTest(t, "cli-", 3, 4, nil)
 	createJobSetWorkload(t, jobSet(ns, "trainer", ns, sched, "trainer-gang", 2, 4), "trainer-gang", 3, "")
-	waitPods(t, ns, 3, "ready", podIsReady)
+	waitPods(t, ns, 3, "ready", podutil.IsPodReady)
 
 	d := describeJSON(t, ns, "jobset/trainer")
 	if d.Totals.GPUs != 12 || d.Totals.Pods != 3 || d.Totals.ReadyPods != 3 || d.Totals.BoundPods != 3 {
@@ -269,12 +242,7 @@ func TestCLIDescribeJobSet(t *testing.T) {
 // has: the gang stays pending and describe says why, in the scheduler's
 // words.
 func TestCLIDescribePendingGang(t *testing.T) {
-	ns := testNamespace(t, "cli-pending-")
-	sched := "muster-" + ns
-	startGangScheduler(t, sched, nil)
-	testPool(t, ns, 3, func(i int) localcluster.NodeSpec {
-		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 4}
-	})
+	ns, sched := gangTest(t, "cli-pending-", 3, 4, nil)
 	createJobSetWorkload(t, jobSet(ns, "big", ns, sched, "big-gang", 2, 8), "big-gang", 3, "")
 	waitPods(t, ns, 3, "unschedulable", podUnschedulable)
 
@@ -287,7 +255,10 @@ func TestCLIDescribePendingGang(t *testing.T) {
 		t.Errorf("gang %+v; want none bound and the scheduler's reason", g)
 	}
 	t.Logf("pending gang reason: %s", g.Reason)
-	out, _, _ := muster(t, "describe", "jobset/big", "-n", ns, "--color", "never")
+	out, errOut, code := muster(t, "describe", "jobset/big", "-n", ns, "--color", "never")
+	if code != 0 {
+		t.Errorf("muster describe jobset/big: exit %d: %s", code, errOut)
+	}
 	t.Logf("muster describe jobset/big:\n%s", out)
 }
 
@@ -357,7 +328,7 @@ func BenchmarkDescribe1000(b *testing.B) {
 	}); err != nil {
 		b.Fatal(err)
 	}
-	waitPods(b, ns, jobs*perJob, "ready", podIsReady)
+	waitPods(b, ns, jobs*perJob, "ready", podutil.IsPodReady)
 
 	// Each iteration is one fresh command, as a person runs it: new flags,
 	// new clients, the definitions loaded anew; only cli-runtime's disk

@@ -103,7 +103,10 @@ func schedulerConfig(t testing.TB, schedulerName string, args map[string]any) *c
 		for k, v := range args {
 			merged[k] = v
 		}
-		raw, _ := json.Marshal(merged)
+		raw, err := json.Marshal(merged)
+		if err != nil {
+			t.Fatal(err)
+		}
 		pc.Args = runtime.RawExtension{Raw: raw}
 	}
 	// Quick retries keep the tests short; the barrier logic is the same.
@@ -374,6 +377,9 @@ func boundPods(ctx context.Context, ns, label string) (map[string][]types.UID, e
 func (w *partialWatcher) sample(ctx context.Context) {
 	bound, err := boundPods(ctx, w.ns, w.label)
 	if err != nil {
+		w.mu.Lock()
+		w.failures = append(w.failures, fmt.Sprintf("sampling the bindings: %v", err))
+		w.mu.Unlock()
 		return
 	}
 	now := time.Now()
@@ -441,7 +447,7 @@ func (w *partialWatcher) check(t testing.TB) {
 			w.sample(ctx)
 			bound, err := boundPods(ctx, w.ns, w.label)
 			if err != nil {
-				return false, nil
+				return false, err
 			}
 			var partial []string
 			for g, spec := range w.gangs {
@@ -467,8 +473,11 @@ func (w *partialWatcher) check(t testing.TB) {
 		})
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		if err != nil {
+		switch {
+		case wait.Interrupted(err):
 			w.failures = append(w.failures, "ended partly bound: "+last)
+		case err != nil:
+			w.failures = append(w.failures, fmt.Sprintf("checking the end state: %v", err))
 		}
 		if w.samples == 0 {
 			w.failures = append(w.failures, "no binding samples were taken")
@@ -487,34 +496,36 @@ func waitGangBound(t testing.TB, ns, gangName string, n int, timeout time.Durati
 	}
 }
 
-// podScheduledMessage returns the PodScheduled condition of a pod.
-func podScheduled(t testing.TB, ns, name string) (corev1.PodCondition, bool) {
-	t.Helper()
-	p, err := controlPlane.Client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled {
-			return c, true
-		}
-	}
-	return corev1.PodCondition{}, false
-}
-
+// waitUnschedulable waits until pod ns/name is Unschedulable with a
+// message that contains contains, and returns its PodScheduled condition.
 func waitUnschedulable(t testing.TB, ns, name, contains string, timeout time.Duration) corev1.PodCondition {
 	t.Helper()
+	return waitNotScheduled(t, ns, name, "Unschedulable: …"+contains+"…", timeout, func(c corev1.PodCondition) bool {
+		return c.Reason == corev1.PodReasonUnschedulable && strings.Contains(c.Message, contains)
+	})
+}
+
+// waitUnschedulableAny waits for PodScheduled=False on a pod, any reason.
+func waitUnschedulableAny(t testing.TB, ns, name string, timeout time.Duration) corev1.PodCondition {
+	t.Helper()
+	return waitNotScheduled(t, ns, name, "any reason", timeout, func(corev1.PodCondition) bool { return true })
+}
+
+// waitNotScheduled waits until pod ns/name has PodScheduled=False and ok
+// holds of that condition (what says what ok wants), and returns it.
+func waitNotScheduled(t testing.TB, ns, name, what string, timeout time.Duration, ok func(corev1.PodCondition) bool) corev1.PodCondition {
+	t.Helper()
 	var last corev1.PodCondition
-	err := localcluster.WaitFor(context.Background(), timeout, "pod "+name+" Unschedulable", func(ctx context.Context) (bool, string, error) {
-		c, ok := podScheduled(t, ns, name)
-		last = c
-		if !ok {
+	waitFor(t, timeout, fmt.Sprintf("pod %s/%s PodScheduled=False (%s)", ns, name, what), func(ctx context.Context) (bool, string, error) {
+		c, found, err := podCondition(ctx, ns, name, corev1.PodScheduled)
+		if err != nil {
+			return false, "", err
+		}
+		if !found {
 			return false, "no PodScheduled condition", nil
 		}
-		return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable && strings.Contains(c.Message, contains), c.Reason + ": " + c.Message, nil
+		last = c
+		return c.Status == corev1.ConditionFalse && ok(c), fmt.Sprintf("%s %s: %s", c.Status, c.Reason, c.Message), nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return last
 }

@@ -12,7 +12,6 @@ import (
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/utils/ptr"
@@ -26,12 +25,7 @@ const gangTimeout = 60 * time.Second
 // Scenario 1: 12 x 1 GPU on 3 x 4 GPUs binds whole; with room for 11 nothing
 // binds and the pods say why; a new node lets the whole gang in.
 func TestGangAllOrNothing(t *testing.T) {
-	ns := testNamespace(t, "gang-1-")
-	sched := "muster-" + ns
-	startGangScheduler(t, sched, nil)
-	testPool(t, ns, 3, func(i int) localcluster.NodeSpec {
-		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 4}
-	})
+	ns, sched := gangTest(t, "gang-1-", 3, 4, nil)
 
 	begin := time.Now()
 	w := watchPartial(t, ns, map[string]int{"fits": 12, "short": 12})
@@ -42,12 +36,7 @@ func TestGangAllOrNothing(t *testing.T) {
 
 	// Delete it, take one GPU away: room for 11.
 	w.retire("fits")
-	if err := controlPlane.Client.CoreV1().Pods(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{LabelSelector: "gang=fits"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := controlPlane.WaitPodsGone(context.Background(), ns, "gang=fits", gangTimeout); err != nil {
-		t.Fatal(err)
-	}
+	deleteGang(t, ns, "fits")
 	setNodeGPUs(t, ns+"-2", 3)
 	createPodGroup(t, ns, "short", 12, nil)
 	createGangPods(t, ns, 12, podSpec{name: "short", scheduler: sched, pool: ns, gang: "short", gpus: 1})
@@ -58,13 +47,11 @@ func TestGangAllOrNothing(t *testing.T) {
 			t.Errorf("reason %q lacks %q", c.Message, want)
 		}
 	}
-	// Every member is rejected, none bound.
+	// Every member is rejected, and none binds while they are retried.
 	for i := range 12 {
 		waitUnschedulable(t, ns, fmt.Sprintf("short-%d", i), "gang "+ns+"/short", gangTimeout)
 	}
-	if bound, _, _ := boundByGang(context.Background(), ns); bound["short"] != 0 {
-		t.Fatalf("%d members bound with room for 11", bound["short"])
-	}
+	noneBound(t, ns, "short", 2*time.Second)
 
 	begin = time.Now()
 	testPool(t, ns, 1, func(int) localcluster.NodeSpec { return localcluster.NodeSpec{Name: ns + "-extra", GPUs: 4} })
@@ -91,12 +78,7 @@ func setNodeGPUs(t testing.TB, name string, gpus int64) {
 // Scenario 2a: two gangs that fit alone but not together: one binds whole,
 // the other waits whole; when the first goes, the second runs.
 func TestGangTwoCompeting(t *testing.T) {
-	ns := testNamespace(t, "gang-2a-")
-	sched := "muster-" + ns
-	startGangScheduler(t, sched, nil)
-	testPool(t, ns, 2, func(i int) localcluster.NodeSpec {
-		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 4}
-	})
+	ns, sched := gangTest(t, "gang-2a-", 2, 4, nil)
 	w := watchPartial(t, ns, map[string]int{"a": 6, "b": 6})
 	createPodGroup(t, ns, "a", 6, nil)
 	createPodGroup(t, ns, "b", 6, nil)
@@ -104,28 +86,19 @@ func TestGangTwoCompeting(t *testing.T) {
 	createGangPods(t, ns, 6, podSpec{name: "b", scheduler: sched, pool: ns, gang: "b", gpus: 1})
 
 	var winner, loser string
-	err := localcluster.WaitFor(context.Background(), gangTimeout, "one gang bound whole", func(ctx context.Context) (bool, string, error) {
-		bound, _, err := boundByGang(ctx, ns)
-		if err != nil {
-			return false, "", err
-		}
+	waitFor(t, gangTimeout, "one gang bound whole", gangsBound(ns, func(bound, _ map[string]int) bool {
 		switch {
 		case bound["a"] == 6:
 			winner, loser = "a", "b"
 		case bound["b"] == 6:
 			winner, loser = "b", "a"
 		}
-		return winner != "", fmt.Sprint(bound), nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+		return winner != ""
+	}))
 	waitUnschedulable(t, ns, loser+"-0", "gang "+ns+"/"+loser, gangTimeout)
-	// The loser holds nothing: its pods are unbound and the free GPUs on
+	// The loser holds nothing: its pods stay unbound and the free GPUs on
 	// the nodes are exactly what the winner left.
-	if bound, _, _ := boundByGang(context.Background(), ns); bound[loser] != 0 {
-		t.Fatalf("loser %s has %d bound members", loser, bound[loser])
-	}
+	noneBound(t, ns, loser, 2*time.Second)
 	w.retire(winner)
 	if err := controlPlane.Client.CoreV1().Pods(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{LabelSelector: "gang=" + winner}); err != nil {
 		t.Fatal(err)
@@ -139,13 +112,8 @@ func TestGangTwoCompeting(t *testing.T) {
 // in gang_helpers_test.go); exactly whole gangs bound, and at the end every
 // gang is bound whole or not at all.
 func TestGangTwentyOnRoomForTen(t *testing.T) {
-	ns := testNamespace(t, "gang-2b-")
-	sched := "muster-" + ns
-	startGangScheduler(t, sched, nil)
 	// 5 nodes x 8 GPUs = 40 GPUs; each gang is 4 x 1 GPU: room for 10 gangs.
-	testPool(t, ns, 5, func(i int) localcluster.NodeSpec {
-		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 8}
-	})
+	ns, sched := gangTest(t, "gang-2b-", 5, 8, nil)
 	mins := map[string]int{}
 	order := rand.Perm(20)
 	for _, i := range order {
@@ -157,26 +125,23 @@ func TestGangTwentyOnRoomForTen(t *testing.T) {
 		createPodGroup(t, ns, name, 4, nil)
 		createGangPods(t, ns, 4, podSpec{name: name, scheduler: sched, pool: ns, gang: name, gpus: 1})
 	}
-	err := localcluster.WaitFor(context.Background(), gangTimeout, "10 gangs bound whole", func(ctx context.Context) (bool, string, error) {
-		bound, _, err := boundByGang(ctx, ns)
-		if err != nil {
-			return false, "", err
-		}
-		whole := 0
-		for _, n := range bound {
-			if n == 4 {
-				whole++
+	whole := func(bound map[string]int) int {
+		n := 0
+		for _, b := range bound {
+			if b == 4 {
+				n++
 			}
 		}
-		return whole == 10, fmt.Sprintf("%d whole: %v", whole, bound), nil
-	})
-	if err != nil {
-		t.Fatal(err)
+		return n
 	}
-	// Let the other ten be tried again (backoff and hints) for a while: the
-	// sampler keeps watching. check then also requires every gang to end
-	// with 0 or 4 bound.
-	time.Sleep(3 * time.Second)
+	waitFor(t, gangTimeout, "10 gangs bound whole", gangsBound(ns, func(bound, _ map[string]int) bool { return whole(bound) == 10 }))
+	// The other ten are tried again (backoff and hints) for a while: the
+	// room is full, so none of them may get a member bound. (bound lists
+	// only gangs with a member bound.) The sampler keeps watching; check
+	// then also requires every gang to end with 0 or 4 bound.
+	holdsFor(t, 3*time.Second, "the same 10 gangs bound whole, no member of the others", gangsBound(ns, func(bound, _ map[string]int) bool {
+		return whole(bound) == 10 && len(bound) == 10
+	}))
 	w.check(t)
 	released := 0
 	for g := range mins {
@@ -190,12 +155,7 @@ func TestGangTwentyOnRoomForTen(t *testing.T) {
 // Scenario 3: per-member 8 GPUs on 4-GPU nodes: refused up front with the
 // reason, nothing reserved or bound.
 func TestGangFragmentation(t *testing.T) {
-	ns := testNamespace(t, "gang-3-")
-	sched := "muster-" + ns
-	startGangScheduler(t, sched, nil)
-	testPool(t, ns, 4, func(i int) localcluster.NodeSpec {
-		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 4}
-	})
+	ns, sched := gangTest(t, "gang-3-", 4, 4, nil)
 	createPodGroup(t, ns, "big", 2, nil)
 	createGangPods(t, ns, 2, podSpec{name: "big", scheduler: sched, pool: ns, gang: "big", gpus: 8})
 	c := waitUnschedulable(t, ns, "big-0", "no node has room for one member", gangTimeout)
@@ -219,7 +179,7 @@ func TestGangTopology(t *testing.T) {
 	startGangScheduler(t, sched, nil)
 	// 2 zones x 2 nodes x 4 GPUs.
 	testPool(t, ns, 4, func(i int) localcluster.NodeSpec {
-		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 4, Labels: map[string]string{localcluster.ZoneLabel: fmt.Sprintf("z%d", i/2)}}
+		return localcluster.NodeSpec{GPUs: 4, Labels: map[string]string{localcluster.ZoneLabel: fmt.Sprintf("z%d", i/2)}}
 	})
 	createPodGroup(t, ns, "req", 6, map[string]string{api.AnnotationTopologyRequired: localcluster.ZoneLabel})
 	createGangPods(t, ns, 6, podSpec{name: "req", scheduler: sched, pool: ns, gang: "req", gpus: 1})
@@ -257,15 +217,21 @@ func zonesOf(t testing.TB, pods []corev1.Pod) map[string]int {
 	return out
 }
 
-// bindDirect binds a pod as a scheduler that died right after would have.
-func bindDirect(t testing.TB, ns, name, node string) {
+// partlyBoundGang leaves gang spec.gang (a PodGroup of minMember) as a
+// scheduler that died between binds would: n pods <spec.name>-<i>, the
+// first len(nodes) of them bound, pod i to nodes[i].
+func partlyBoundGang(t testing.TB, ns string, minMember int32, n int, spec podSpec, nodes ...string) {
 	t.Helper()
-	err := controlPlane.Client.CoreV1().Pods(ns).Bind(context.Background(), &corev1.Binding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Target:     corev1.ObjectReference{Kind: "Node", Name: node},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
+	createPodGroup(t, ns, spec.gang, minMember, nil)
+	createGangPods(t, ns, n, spec)
+	for i, node := range nodes {
+		err := controlPlane.Client.CoreV1().Pods(ns).Bind(context.Background(), &corev1.Binding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%d", spec.name, i)},
+			Target:     corev1.ObjectReference{Kind: "Node", Name: node},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -278,9 +244,7 @@ func bindDirect(t testing.TB, ns, name, node string) {
 func TestGangSchedulerRestart(t *testing.T) {
 	ns := testNamespace(t, "gang-5-")
 	sched := "muster-" + ns
-	testPool(t, ns, 2, func(i int) localcluster.NodeSpec {
-		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 4}
-	})
+	gpuPool(t, ns, 2, 4)
 
 	t.Run("stopped at the barrier", func(t *testing.T) {
 		// minMember 8 but only 7 pods at first: no plan is possible for 8
@@ -293,10 +257,7 @@ func TestGangSchedulerRestart(t *testing.T) {
 		createGangPods(t, ns, 1, podSpec{name: "a-gated", scheduler: sched, pool: ns, gang: "a", gpus: 1, mutate: func(p *corev1.Pod) {
 			p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "test.muster.io/hold"}}
 		}})
-		time.Sleep(2 * time.Second)
-		if bound, _, _ := boundByGang(context.Background(), ns); bound["a"] != 0 {
-			t.Fatalf("%d bound while the barrier should hold", bound["a"])
-		}
+		noneBound(t, ns, "a", 2*time.Second)
 		stop()
 		startGangScheduler(t, sched, map[string]any{"permitTimeoutSeconds": 30})
 		p, err := controlPlane.Client.CoreV1().Pods(ns).Get(context.Background(), "a-gated-0", metav1.GetOptions{})
@@ -312,10 +273,7 @@ func TestGangSchedulerRestart(t *testing.T) {
 	})
 
 	t.Run("completed around bound members", func(t *testing.T) {
-		createPodGroup(t, ns, "b", 6, nil)
-		createGangPods(t, ns, 6, podSpec{name: "b", scheduler: sched + "-gone", pool: ns, gang: "b", gpus: 1})
-		bindDirect(t, ns, "b-0", ns+"-0")
-		bindDirect(t, ns, "b-1", ns+"-0")
+		partlyBoundGang(t, ns, 6, 6, podSpec{name: "b", scheduler: sched + "-gone", pool: ns, gang: "b", gpus: 1}, ns+"-0", ns+"-0")
 		// The pods name a scheduler that is gone; recreate the pending ones
 		// for the new scheduler (as their controller would after eviction).
 		for i := 2; i < 6; i++ {
@@ -334,24 +292,13 @@ func TestGangSchedulerRestart(t *testing.T) {
 	})
 
 	t.Run("evicted when it cannot be completed", func(t *testing.T) {
-		createPodGroup(t, ns, "c", 6, nil)
-		createGangPods(t, ns, 2, podSpec{name: "c-bound", scheduler: sched + "-gone", pool: ns, gang: "c", gpus: 2})
-		bindDirect(t, ns, "c-bound-0", ns+"-0")
-		bindDirect(t, ns, "c-bound-1", ns+"-1")
+		partlyBoundGang(t, ns, 6, 2, podSpec{name: "c-bound", scheduler: sched + "-gone", pool: ns, gang: "c", gpus: 2}, ns+"-0", ns+"-1")
 		// 4 GPUs left; 4 more members of 2 GPUs need 8.
 		startGangScheduler(t, sched, map[string]any{"partialGangGracePeriodSeconds": 2})
 		createGangPods(t, ns, 4, podSpec{name: "c", scheduler: sched, pool: ns, gang: "c", gpus: 2})
 		waitUnschedulable(t, ns, "c-0", "gang "+ns+"/c", gangTimeout)
-		err := localcluster.WaitFor(context.Background(), gangTimeout, "partly bound gang evicted", func(ctx context.Context) (bool, string, error) {
-			bound, total, err := boundByGang(ctx, ns)
-			return bound["c"] == 0, fmt.Sprintf("%d of %d bound", bound["c"], total["c"]), err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !podGroupEvent(t, ns, "c", "EvictingPartialGang") {
-			t.Errorf("no EvictingPartialGang event on PodGroup c")
-		}
+		waitFor(t, gangTimeout, "partly bound gang c evicted", gangsBound(ns, func(bound, _ map[string]int) bool { return bound["c"] == 0 }))
+		waitEvent(t, ns, "PodGroup", "c", "EvictingPartialGang", nil)
 	})
 }
 
@@ -365,34 +312,11 @@ func deleteGang(t testing.TB, ns, g string) {
 	}
 }
 
-func podGroupEvent(t testing.TB, ns, pg, reason string) bool {
-	t.Helper()
-	found := false
-	_ = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		evs, err := controlPlane.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, nil
-		}
-		for _, e := range evs.Items {
-			if e.Regarding.Kind == "PodGroup" && e.Regarding.Name == pg && e.Reason == reason {
-				found = true
-			}
-		}
-		return found, nil
-	})
-	return found
-}
-
 // Scenario 7: plain pods with the muster scheduler name and no gang behave
 // as with the default scheduler when no pod-grouper runs; with one required
 // they wait, saying why.
 func TestGangPlainPods(t *testing.T) {
-	ns := testNamespace(t, "gang-7-")
-	sched := "muster-" + ns
-	startGangScheduler(t, sched, map[string]any{"requirePodGrouper": false})
-	testPool(t, ns, 2, func(i int) localcluster.NodeSpec {
-		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 2}
-	})
+	ns, sched := gangTest(t, "gang-7-", 2, 2, map[string]any{"requirePodGrouper": false})
 	createGangPods(t, ns, 4, podSpec{name: "plain", scheduler: sched, pool: ns, gpus: 1, mutate: func(p *corev1.Pod) { p.Labels["gang"] = "plain" }})
 	waitGangBound(t, ns, "plain", 4, gangTimeout)
 	// One more does not fit: the default Fit reason, no gang wording.
@@ -405,28 +329,9 @@ func TestGangPlainPods(t *testing.T) {
 
 // With the pod-grouper required, an unlabelled pod waits with an event.
 func TestGangWaitsForPodGrouper(t *testing.T) {
-	ns := testNamespace(t, "gang-7b-")
-	sched := "muster-" + ns
-	startGangScheduler(t, sched, nil)
-	testPool(t, ns, 1, func(i int) localcluster.NodeSpec {
-		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 2}
-	})
+	ns, sched := gangTest(t, "gang-7b-", 1, 2, nil)
 	createGangPods(t, ns, 1, podSpec{name: "unlabelled", scheduler: sched, pool: ns, gpus: 1})
-	err := localcluster.WaitFor(context.Background(), gangTimeout, "GangWaiting event", func(ctx context.Context) (bool, string, error) {
-		evs, err := controlPlane.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, "", err
-		}
-		for _, e := range evs.Items {
-			if e.Reason == "GangWaiting" && strings.Contains(e.Note, "pod-grouper") {
-				return true, e.Note, nil
-			}
-		}
-		return false, fmt.Sprintf("%d events", len(evs.Items)), nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	waitEvent(t, ns, "", "", "GangWaiting", []string{"pod-grouper"})
 	// The pod-grouper's marker lets it through.
 	p, err := controlPlane.Client.CoreV1().Pods(ns).Get(context.Background(), "unlabelled-0", metav1.GetOptions{})
 	if err != nil {
@@ -456,13 +361,8 @@ func TestGangMixedWithNative(t *testing.T) {
 	if !utilfeature.DefaultFeatureGate.Enabled(features.GenericWorkload) {
 		t.Fatalf("the GenericWorkload feature gate is off in the test process; the control plane must be started with NativePodGroups")
 	}
-	ns := testNamespace(t, "gang-6-")
-	sched := "muster-" + ns
-	startGangScheduler(t, sched, nil)
 	// 2 x 4 GPUs = 8: native 3 + muster 2 + free 1 fit, leaving 2.
-	testPool(t, ns, 2, func(i int) localcluster.NodeSpec {
-		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 4}
-	})
+	ns, sched := gangTest(t, "gang-6-", 2, 4, nil)
 	w := watchGangs(t, ns, map[string]gangWatch{
 		"nfit": {min: 3, native: true},
 		"nbig": {min: 3, native: true},
@@ -503,11 +403,9 @@ func TestGangMixedWithNative(t *testing.T) {
 	if strings.Contains(c.Message, "gang "+ns+"/") {
 		t.Errorf("native pod carries a muster verdict: %s", c.Message)
 	}
-	// A few more tries (backoff 1 s) while the sampler watches.
-	time.Sleep(3 * time.Second)
-	if bound, _, _ := boundByGang(ctx, ns); bound["nbig"] != 0 {
-		t.Fatalf("native gang nbig: %d of 3 bound with room for 2", bound["nbig"])
-	}
+	// A few more tries (backoff 1 s) while the sampler watches: with room
+	// for 2, none of the 3 binds.
+	noneBound(t, ns, "nbig", 3*time.Second)
 
 	// Room for it: the gang-free pod goes.
 	w.retire("free")
@@ -537,19 +435,4 @@ func TestGangMixedWithNative(t *testing.T) {
 			t.Errorf("muster event %s on native %s %s: %s", e.Reason, e.Regarding.Kind, e.Regarding.Name, e.Note)
 		}
 	}
-}
-
-// waitUnschedulableAny waits for PodScheduled=False on a pod, any reason.
-func waitUnschedulableAny(t testing.TB, ns, name string, timeout time.Duration) corev1.PodCondition {
-	t.Helper()
-	var last corev1.PodCondition
-	err := localcluster.WaitFor(context.Background(), timeout, "pod "+name+" not scheduled", func(ctx context.Context) (bool, string, error) {
-		c, ok := podScheduled(t, ns, name)
-		last = c
-		return ok && c.Status == corev1.ConditionFalse, c.Reason + ": " + c.Message, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return last
 }

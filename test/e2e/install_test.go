@@ -119,7 +119,10 @@ func shippedCRDs(t testing.TB) []*apiextensionsv1.CustomResourceDefinition {
 		if o.GetKind() != "CustomResourceDefinition" {
 			continue
 		}
-		data, _ := json.Marshal(o.Object)
+		data, err := json.Marshal(o.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
 		crds, err := localcluster.DecodeCRDs(data)
 		if err != nil {
 			t.Fatal(err)
@@ -343,7 +346,9 @@ func installAggregatedWorkloadRole(t *testing.T, cp *localcluster.ControlPlane) 
 		t.Fatal(err)
 	}
 	defer func() {
-		_ = cp.Client.RbacV1().ClusterRoles().Delete(context.Background(), "muster-podgrouper-widgets", metav1.DeleteOptions{})
+		if err := cp.Client.RbacV1().ClusterRoles().Delete(context.Background(), "muster-podgrouper-widgets", metav1.DeleteOptions{}); err != nil {
+			t.Error(err)
+		}
 	}()
 	err = localcluster.WaitFor(ctx, localcluster.ShortTimeout, "widgets readable by the pod-grouper", func(ctx context.Context) (bool, string, error) {
 		return sar(t, cp, podgrouperSA, widgets), "not yet aggregated", nil
@@ -513,7 +518,10 @@ func installComponentsRun(t *testing.T, cp *localcluster.ControlPlane, auditPath
 	schedKubeconfig, schedRC := impersonating(t, cp, schedulerSA)
 	cfgDoc["clientConnection"] = map[string]any{"kubeconfig": schedKubeconfig, "qps": 1000, "burst": 2000}
 	cfgDoc["leaderElection"] = map[string]any{"leaderElect": false}
-	cfgYAML, _ := yaml.Marshal(cfgDoc)
+	cfgYAML, err := yaml.Marshal(cfgDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	stopSched, err := localcluster.StartSchedulerApp(ctx, cp, cfgYAML, app.WithPlugin(gang.Name, gang.New))
 	if err != nil {
 		t.Fatal(err)

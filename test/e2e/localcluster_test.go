@@ -35,15 +35,22 @@ tolerations:
 - {key: %s, operator: Equal, value: %s, effect: NoSchedule}`, localcluster.PoolLabel, pool, localcluster.PoolLabel, pool), "\n", "\n"+indent)
 }
 
+// harnessNamespace gives a harness test its namespace with a pool of nodes
+// default nodes.
+func harnessNamespace(t *testing.T, prefix string, nodes int) string {
+	t.Helper()
+	ns := testNamespace(t, prefix)
+	testPool(t, ns, nodes, nil)
+	return ns
+}
+
 // The issue's proof: a Deployment of 3 replicas on 2 fake nodes gets 3
 // Running pods through the real ReplicaSet controller and the default
 // scheduler; deleting it garbage-collects the pods.
 func TestHarnessDeploymentRunsAndIsCollected(t *testing.T) {
 	ctx := t.Context()
-	ns := testNamespace(t, "deploy-")
-	testPool(t, ns, 2, nil)
-
-	_, err := controlPlane.Apply(ctx, []byte(`
+	ns := harnessNamespace(t, "deploy-", 2)
+	applyYAML(t, ns, `
 apiVersion: apps/v1
 kind: Deployment
 metadata: {name: web}
@@ -58,14 +65,8 @@ spec:
       - name: web
         image: nginx
         resources: {requests: {cpu: 100m}}
-`), ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pods, err := controlPlane.WaitPodsRunning(ctx, ns, "app=web", 3, localcluster.ShortTimeout)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
+	pods := waitRunning(t, ns, "app=web", 3)
 	nodes := map[string]bool{}
 	for _, p := range pods {
 		if !strings.HasPrefix(p.Spec.NodeName, ns+"-") {
@@ -80,27 +81,14 @@ spec:
 	if len(nodes) != 2 {
 		t.Errorf("pods on nodes %v, want both pool nodes used", nodes)
 	}
-	dep, err := controlPlane.Client.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = localcluster.WaitFor(ctx, localcluster.ShortTimeout, "Deployment web 3 ready replicas", func(ctx context.Context) (bool, string, error) {
-		dep, err = controlPlane.Client.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
-		if err != nil {
-			return false, "", err
-		}
-		return dep.Status.ReadyReplicas == 3, fmt.Sprintf("readyReplicas=%d", dep.Status.ReadyReplicas), nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	waitFor(t, localcluster.ShortTimeout, "Deployment web 3 ready replicas", objectIs(controlPlane.Client.AppsV1().Deployments(ns), "web", func(d *appsv1.Deployment) (bool, string) {
+		return d.Status.ReadyReplicas == 3, fmt.Sprintf("readyReplicas=%d", d.Status.ReadyReplicas)
+	}))
 
 	if err := controlPlane.Client.AppsV1().Deployments(ns).Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := controlPlane.WaitPodsGone(ctx, ns, "app=web", localcluster.ShortTimeout); err != nil {
-		t.Fatal(err)
-	}
+	waitGone(t, ns, "app=web")
 	rs, err := controlPlane.Client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -112,9 +100,8 @@ spec:
 
 func TestHarnessJobRunsToCompletion(t *testing.T) {
 	ctx := t.Context()
-	ns := testNamespace(t, "job-")
-	testPool(t, ns, 1, nil)
-	_, err := controlPlane.Apply(ctx, []byte(`
+	ns := harnessNamespace(t, "job-", 1)
+	applyYAML(t, ns, `
 apiVersion: batch/v1
 kind: Job
 metadata: {name: train}
@@ -127,41 +114,26 @@ spec:
       restartPolicy: Never
       `+placement(ns, "      ")+`
       containers: [{name: main, image: busybox}]
-`), ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pods, err := controlPlane.WaitPodsRunning(ctx, ns, "app=train", 2, localcluster.ShortTimeout)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
+	pods := waitRunning(t, ns, "app=train", 2)
 	for _, p := range pods {
 		if err := podSim.Succeed(ctx, ns, p.Name); err != nil {
 			t.Fatal(err)
 		}
 	}
-	err = localcluster.WaitFor(ctx, localcluster.ShortTimeout, "Job train Complete", func(ctx context.Context) (bool, string, error) {
-		job, err := controlPlane.Client.BatchV1().Jobs(ns).Get(ctx, "train", metav1.GetOptions{})
-		if err != nil {
-			return false, "", err
-		}
+	waitFor(t, localcluster.ShortTimeout, "Job train Complete", objectIs(controlPlane.Client.BatchV1().Jobs(ns), "train", func(job *batchv1.Job) (bool, string) {
 		for _, c := range job.Status.Conditions {
 			if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
-				return true, "", nil
+				return true, ""
 			}
 		}
-		return false, fmt.Sprintf("succeeded=%d active=%d conditions=%v", job.Status.Succeeded, job.Status.Active, job.Status.Conditions), nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+		return false, fmt.Sprintf("succeeded=%d active=%d conditions=%v", job.Status.Succeeded, job.Status.Active, job.Status.Conditions)
+	}))
 }
 
 func TestHarnessStatefulSetParallel(t *testing.T) {
-	ctx := t.Context()
-	ns := testNamespace(t, "sts-")
-	testPool(t, ns, 2, nil)
-	_, err := controlPlane.Apply(ctx, []byte(`
+	ns := harnessNamespace(t, "sts-", 2)
+	applyYAML(t, ns, `
 apiVersion: apps/v1
 kind: StatefulSet
 metadata: {name: db}
@@ -175,37 +147,23 @@ spec:
     spec:
       `+placement(ns, "      ")+`
       containers: [{name: db, image: postgres}]
-`), ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pods, err := controlPlane.WaitPodsRunning(ctx, ns, "app=db", 3, localcluster.ShortTimeout)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
+	pods := waitRunning(t, ns, "app=db", 3)
 	for i, p := range pods {
 		if want := fmt.Sprintf("db-%d", i); p.Name != want {
 			t.Errorf("pod %d is %s, want %s", i, p.Name, want)
 		}
 	}
-	err = localcluster.WaitFor(ctx, localcluster.ShortTimeout, "StatefulSet db 3 ready", func(ctx context.Context) (bool, string, error) {
-		ss, err := controlPlane.Client.AppsV1().StatefulSets(ns).Get(ctx, "db", metav1.GetOptions{})
-		if err != nil {
-			return false, "", err
-		}
-		return ss.Status.ReadyReplicas == 3, fmt.Sprintf("readyReplicas=%d", ss.Status.ReadyReplicas), nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	waitFor(t, localcluster.ShortTimeout, "StatefulSet db 3 ready", objectIs(controlPlane.Client.AppsV1().StatefulSets(ns), "db", func(ss *appsv1.StatefulSet) (bool, string) {
+		return ss.Status.ReadyReplicas == 3, fmt.Sprintf("readyReplicas=%d", ss.Status.ReadyReplicas)
+	}))
 }
 
 // OrderedReady StatefulSets wait for each pod to be Running and Ready before
 // creating the next: only the simulator makes that progress.
 func TestHarnessStatefulSetOrderedReady(t *testing.T) {
 	ctx := t.Context()
-	ns := testNamespace(t, "sts-ordered-")
-	testPool(t, ns, 1, nil)
+	ns := harnessNamespace(t, "sts-ordered-", 1)
 	sel, tol := localcluster.PoolPlacement(ns)
 	ss := &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "zk"},
@@ -225,16 +183,13 @@ func TestHarnessStatefulSetOrderedReady(t *testing.T) {
 	if _, err := controlPlane.Client.AppsV1().StatefulSets(ns).Create(ctx, ss, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := controlPlane.WaitPodsRunning(ctx, ns, "app=zk", 3, localcluster.ShortTimeout); err != nil {
-		t.Fatal(err)
-	}
+	waitRunning(t, ns, "app=zk", 3)
 }
 
 func TestHarnessCronJobBackdated(t *testing.T) {
 	ctx := t.Context()
-	ns := testNamespace(t, "cron-")
-	testPool(t, ns, 1, nil)
-	_, err := controlPlane.Apply(ctx, []byte(`
+	ns := harnessNamespace(t, "cron-", 1)
+	applyYAML(t, ns, `
 apiVersion: batch/v1
 kind: CronJob
 metadata: {name: nightly}
@@ -248,40 +203,31 @@ spec:
           restartPolicy: Never
           `+placement(ns, "          ")+`
           containers: [{name: main, image: busybox}]
-`), ns)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	if err := controlPlane.BackdateCronJob(ctx, ns, "nightly", 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := controlPlane.WaitPodsRunning(ctx, ns, "app=nightly", 1, localcluster.ShortTimeout); err != nil {
-		t.Fatal(err)
-	}
+	waitRunning(t, ns, "app=nightly", 1)
 }
 
 // A custom resource installed after the garbage collector started still
 // owns its pods: the GC's one-second discovery sync picks the kind up.
 func TestHarnessGCCollectsPodsOfLateCRD(t *testing.T) {
 	ctx := t.Context()
-	ns := testNamespace(t, "gc-")
-	testPool(t, ns, 1, nil)
+	ns := harnessNamespace(t, "gc-", 1)
 	crd := localcluster.WithScale(localcluster.PermissiveCRD("localcluster.muster.io", "v1", "Widget", "widgets", apiextensionsv1.NamespaceScoped, "wdg"),
 		".spec.replicas", ".status.replicas", "")
 	if err := controlPlane.InstallCRD(ctx, crd); err != nil {
 		t.Fatal(err)
 	}
-	objs, err := controlPlane.Apply(ctx, []byte(`
+	objs := applyYAML(t, ns, `
 apiVersion: localcluster.muster.io/v1
 kind: Widget
 metadata: {name: w}
 spec:
   replicas: 2
   anything: {goes: [1, 2]}
-`), ns)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	w := objs[0]
 	if got, _, _ := unstructured.NestedSlice(w.Object, "spec", "anything", "goes"); len(got) != 2 {
 		t.Errorf("permissive CRD dropped unknown fields: spec=%v", w.Object["spec"])
@@ -304,9 +250,7 @@ spec:
 			t.Fatal(err)
 		}
 	}
-	if _, err := controlPlane.WaitPodsRunning(ctx, ns, "app=widget", 2, localcluster.ShortTimeout); err != nil {
-		t.Fatal(err)
-	}
+	waitRunning(t, ns, "app=widget", 2)
 	ri, err := controlPlane.ResourceFor(w, ns)
 	if err != nil {
 		t.Fatal(err)
@@ -314,17 +258,13 @@ spec:
 	if err := ri.Delete(ctx, w.GetName(), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := controlPlane.WaitPodsGone(ctx, ns, "app=widget", localcluster.ShortTimeout); err != nil {
-		t.Fatal(err)
-	}
+	waitGone(t, ns, "app=widget")
 }
 
 func TestHarnessPodSimulatorFailsPodOnRequest(t *testing.T) {
 	ctx := t.Context()
 	ns := testNamespace(t, "fail-")
-	testPool(t, ns, 1, func(i int) localcluster.NodeSpec {
-		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 8}
-	})
+	gpuPool(t, ns, 1, 8)
 	sel, tol := localcluster.PoolPlacement(ns)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "gpu", Labels: map[string]string{"app": "gpu"}},
@@ -335,10 +275,7 @@ func TestHarnessPodSimulatorFailsPodOnRequest(t *testing.T) {
 	if _, err := controlPlane.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pods, err := controlPlane.WaitPodsRunning(ctx, ns, "app=gpu", 1, localcluster.ShortTimeout)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pods := waitRunning(t, ns, "app=gpu", 1)
 	if cs := pods[0].Status.ContainerStatuses; len(cs) != 1 || cs[0].State.Running == nil || !cs[0].Ready {
 		t.Errorf("container statuses of a running pod: %+v", cs)
 	}
@@ -360,21 +297,7 @@ func TestHarnessPodSimulatorFailsPodOnRequest(t *testing.T) {
 	if _, err := controlPlane.Client.CoreV1().Pods(ns).Create(ctx, pod2, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = localcluster.WaitFor(ctx, localcluster.ShortTimeout, "pod too-big reported Unschedulable", func(ctx context.Context) (bool, string, error) {
-		p, err := controlPlane.Client.CoreV1().Pods(ns).Get(ctx, "too-big", metav1.GetOptions{})
-		if err != nil {
-			return false, "", err
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Reason == corev1.PodReasonUnschedulable {
-				return strings.Contains(c.Message, "Insufficient nvidia.com/gpu"), c.Message, nil
-			}
-		}
-		return false, localcluster.DescribePod(p), nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	waitUnschedulable(t, ns, "too-big", "Insufficient nvidia.com/gpu", localcluster.ShortTimeout)
 }
 
 func TestHarnessKubeconfigAndNativePodGroups(t *testing.T) {
@@ -399,15 +322,6 @@ func TestHarnessKubeconfigAndNativePodGroups(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(names, ","), "podgroups") {
 		t.Errorf("scheduling.k8s.io/v1beta1 resources %v, want podgroups", names)
-	}
-}
-
-func TestHarnessWaitForNamesExpectationAndLastSeen(t *testing.T) {
-	err := localcluster.WaitFor(t.Context(), 100*time.Millisecond, "the answer", func(context.Context) (bool, string, error) {
-		return false, "41", nil
-	})
-	if err == nil || !strings.Contains(err.Error(), "the answer") || !strings.Contains(err.Error(), "last seen: 41") {
-		t.Errorf("WaitFor error = %v, want it to name the expectation and the last value seen", err)
 	}
 }
 
@@ -437,7 +351,7 @@ func TestHarnessCustomSchedulers(t *testing.T) {
 	ctx := t.Context()
 	ns := testNamespace(t, "sched-")
 	testPool(t, ns, 2, func(i int) localcluster.NodeSpec {
-		s := localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i)}
+		var s localcluster.NodeSpec
 		if i == 0 {
 			s.Labels = map[string]string{vetoLabel: "yes"}
 		}

@@ -14,6 +14,10 @@
 //   - CRDs your tests need at start go in through registerSetup (from an
 //     init function), so they exist before the garbage collector starts and
 //     before the 2-second first-CR delay could bite.
+//   - Every API error fails the test. Wait with waitFor (a
+//     localcluster.Condition, e.g. objectIs, gangsBound); assert that
+//     something never happens during a period with holdsFor
+//     (localcluster.Consistently), never with a sleep and one look.
 package e2e
 
 import (
@@ -23,6 +27,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/muster-io/muster/localcluster"
 )
@@ -101,25 +107,45 @@ func testNamespace(t testing.TB, prefix string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = controlPlane.DeleteNamespace(context.Background(), ns) })
+	t.Cleanup(func() {
+		// No namespace controller runs: a namespace the test deleted itself
+		// is still Terminating, and deleting it again is a Conflict.
+		if err := controlPlane.DeleteNamespace(context.Background(), ns); err != nil && !apierrors.IsConflict(err) {
+			t.Error(err)
+		}
+	})
 	return ns
 }
 
 // testPool creates n nodes in a pool named after the namespace and deletes
-// them when t ends. spec may be nil (default nodes named <pool>-<i>).
+// them when t ends. spec may be nil (default nodes); a spec without a name
+// names node i <pool>-<i>.
 func testPool(t testing.TB, pool string, n int, spec func(i int) localcluster.NodeSpec) {
 	t.Helper()
 	ctx := context.Background()
 	_, err := controlPlane.CreateNodes(ctx, n, func(i int) localcluster.NodeSpec {
-		s := localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", pool, i)}
+		var s localcluster.NodeSpec
 		if spec != nil {
 			s = spec(i)
+		}
+		if s.Name == "" {
+			s.Name = fmt.Sprintf("%s-%d", pool, i)
 		}
 		s.Pool = pool
 		return s
 	})
-	t.Cleanup(func() { _ = controlPlane.DeleteNodes(ctx, localcluster.PoolLabel+"="+pool) })
+	t.Cleanup(func() {
+		if err := controlPlane.DeleteNodes(ctx, localcluster.PoolLabel+"="+pool); err != nil {
+			t.Error(err)
+		}
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// gpuPool is testPool of n nodes <pool>-<i> with gpus GPUs each.
+func gpuPool(t testing.TB, pool string, n, gpus int) {
+	t.Helper()
+	testPool(t, pool, n, func(int) localcluster.NodeSpec { return localcluster.NodeSpec{GPUs: gpus} })
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
@@ -32,48 +31,36 @@ func TestOperatorKubeRayPodGroup(t *testing.T) {
 	ctx := t.Context()
 	ns := testNamespace(t, "kuberay-")
 	const sched = "muster-scheduler"
-	testPool(t, ns, 2, func(i int) localcluster.NodeSpec {
-		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 2}
-	})
+	gpuPool(t, ns, 2, 2)
 	startPodGrouper(t, sched)
 
+	// group is the part a head and a worker group share: one container,
+	// placed on the pool, for sched.
+	group := func(container, image, resources string) string {
+		return `
+    rayStartParams: {}
+    template:
+      spec:
+        ` + podPlacement(ns, sched, "        ") + `
+        containers:
+        - name: ` + container + `
+          image: ` + image + `
+          resources: ` + resources
+	}
 	// No autoscaler: the catalog counts the desired replicas, 1 head + 2
 	// workers of 2 GPUs each.
-	_, err := controlPlane.Apply(ctx, []byte(`
+	applyYAML(t, ns, `
 apiVersion: ray.io/v1
 kind: RayCluster
 metadata: {name: llm}
 spec:
   rayVersion: "2.52.0"
-  headGroupSpec:
-    rayStartParams: {}
-    template:
-      spec:
-        schedulerName: `+sched+`
-        `+placement(ns, "        ")+`
-        containers:
-        - name: ray-head
-          image: rayproject/ray:2.52.0
-          resources: {requests: {cpu: "1"}}
+  headGroupSpec:`+group("ray-head", "rayproject/ray:2.52.0", `{requests: {cpu: "1"}}`)+`
   workerGroupSpecs:
   - groupName: gpu
     replicas: 2
-    numOfHosts: 1
-    rayStartParams: {}
-    template:
-      spec:
-        schedulerName: `+sched+`
-        `+placement(ns, "        ")+`
-        containers:
-        - name: ray-worker
-          image: rayproject/ray:2.52.0-gpu
-          resources:
-            requests: {cpu: "1", nvidia.com/gpu: 2}
-            limits: {nvidia.com/gpu: 2}
-`), ns)
-	if err != nil {
-		t.Fatal(err)
-	}
+    numOfHosts: 1`+group("ray-worker", "rayproject/ray:2.52.0-gpu", `{requests: {cpu: "1", nvidia.com/gpu: 2}, limits: {nvidia.com/gpu: 2}}`)+`
+`)
 	rc, err := controlPlane.Dynamic.Resource(rayClustersGVR).Namespace(ns).Get(ctx, "llm", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +87,7 @@ spec:
 
 	// One PodGroup for the whole cluster.
 	var pg *schedv1alpha1.PodGroup
-	err = localcluster.WaitFor(ctx, localcluster.ShortTimeout, "one PodGroup in "+ns+" with minMember 3 and 4 GPUs", func(ctx context.Context) (bool, string, error) {
+	waitFor(t, localcluster.ShortTimeout, "one PodGroup in "+ns+" with minMember 3 and 4 GPUs", func(ctx context.Context) (bool, string, error) {
 		l, err := podGroups(t).SchedulingV1alpha1().PodGroups(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, "", err
@@ -118,9 +105,6 @@ spec:
 		gpus := pg.Spec.MinResources["nvidia.com/gpu"]
 		return pg.Spec.MinMember == 3 && gpus.Value() == 4, strings.Join(seen, "; "), nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	wantLabels := map[string]string{api.LabelWorkloadKind: "RayCluster", api.LabelWorkloadName: "llm", api.LabelDefinition: "raycluster"}
 	for k, v := range wantLabels {
 		if pg.Labels[k] != v {
@@ -135,25 +119,12 @@ spec:
 	// The gang fits the pool (head and one worker on one node, the other
 	// worker on the second) and is bound whole.
 	startGangScheduler(t, sched, nil)
-	if _, err := controlPlane.WaitPodsRunning(ctx, ns, sel, 3, localcluster.ShortTimeout); err != nil {
-		t.Fatal(err)
-	}
+	waitRunning(t, ns, sel, 3)
 
 	// Delete the RayCluster: the garbage collector takes pods and PodGroup.
 	if err := controlPlane.Dynamic.Resource(rayClustersGVR).Namespace(ns).Delete(ctx, "llm", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := controlPlane.WaitPodsGone(ctx, ns, sel, localcluster.ShortTimeout); err != nil {
-		t.Fatal(err)
-	}
-	err = localcluster.WaitFor(ctx, localcluster.ShortTimeout, "PodGroup "+pg.Name+" collected with its RayCluster", func(ctx context.Context) (bool, string, error) {
-		_, err := podGroups(t).SchedulingV1alpha1().PodGroups(ns).Get(ctx, pg.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return true, "", nil
-		}
-		return false, "still there", err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	waitGone(t, ns, sel)
+	waitFor(t, localcluster.ShortTimeout, "PodGroup "+pg.Name+" collected with its RayCluster", objectGone(podGroups(t).SchedulingV1alpha1().PodGroups(ns), pg.Name))
 }

@@ -58,39 +58,10 @@ func TestOperatorJobSetLeaderAndWorkers(t *testing.T) {
 	startOperator(t, "jobset")
 	ctx := t.Context()
 	ns := testNamespace(t, "jobset-")
-	testPool(t, ns, 2, func(i int) localcluster.NodeSpec {
-		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 8}
-	})
-	job := func(name string, replicas int) string {
-		return fmt.Sprintf(`
-  - name: %s
-    replicas: %d
-    template:
-      spec:
-        parallelism: 1
-        completions: 1
-        template:
-          spec:
-            %s
-            containers:
-            - name: main
-              image: busybox
-              resources: {limits: {nvidia.com/gpu: 4}}`, name, replicas, placement(ns, "            "))
-	}
-	_, err := controlPlane.Apply(ctx, []byte(`
-apiVersion: jobset.x-k8s.io/v1alpha2
-kind: JobSet
-metadata: {name: train}
-spec:
-  replicatedJobs:`+job("leader", 1)+job("workers", 2)+"\n"), ns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	gpuPool(t, ns, 2, 8)
+	applyYAML(t, ns, jobSetYAML("train", ns, ""))
 	sel := "jobset.sigs.k8s.io/jobset-name=train"
-	pods, err := controlPlane.WaitPodsRunning(ctx, ns, sel, 3, localcluster.ShortTimeout)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pods := waitRunning(t, ns, sel, 3)
 	jobs, err := controlPlane.Client.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -116,41 +87,17 @@ spec:
 	if err := controlPlane.Dynamic.Resource(jobsetsGVR).Namespace(ns).Delete(ctx, "train", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := controlPlane.WaitPodsGone(ctx, ns, sel, localcluster.ShortTimeout); err != nil {
-		t.Fatal(err)
-	}
+	waitGone(t, ns, sel)
 }
 
 func TestOperatorLeaderWorkerSet(t *testing.T) {
 	startOperator(t, "lws")
 	ctx := t.Context()
 	ns := testNamespace(t, "lws-")
-	testPool(t, ns, 2, func(i int) localcluster.NodeSpec {
-		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", ns, i), GPUs: 8}
-	})
-	_, err := controlPlane.Apply(ctx, []byte(`
-apiVersion: leaderworkerset.x-k8s.io/v1
-kind: LeaderWorkerSet
-metadata: {name: serve}
-spec:
-  replicas: 2
-  leaderWorkerTemplate:
-    size: 2
-    workerTemplate:
-      spec:
-        `+placement(ns, "        ")+`
-        containers:
-        - name: main
-          image: vllm
-          resources: {limits: {nvidia.com/gpu: 2}}
-`), ns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	gpuPool(t, ns, 2, 8)
+	applyYAML(t, ns, lwsYAML(ns, "", 2))
 	sel := "leaderworkerset.sigs.k8s.io/name=serve"
-	if _, err := controlPlane.WaitPodsRunning(ctx, ns, sel, 4, localcluster.ShortTimeout); err != nil {
-		t.Fatal(err)
-	}
+	waitRunning(t, ns, sel, 4)
 	sts, err := controlPlane.Client.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -165,23 +112,15 @@ spec:
 	if fmt.Sprint(owners) != fmt.Sprint(want) {
 		t.Errorf("StatefulSets and owners = %v, want %v (leader StatefulSet, one worker StatefulSet per leader pod)", owners, want)
 	}
-	err = localcluster.WaitFor(ctx, localcluster.ShortTimeout, "LeaderWorkerSet serve readyReplicas 2", func(ctx context.Context) (bool, string, error) {
-		lws, err := controlPlane.Dynamic.Resource(lwsGVR).Namespace(ns).Get(ctx, "serve", metav1.GetOptions{})
-		if err != nil {
-			return false, "", err
-		}
-		ready, _, _ := unstructuredInt(lws.Object, "status", "readyReplicas")
-		return ready == 2, fmt.Sprintf("readyReplicas=%d", ready), nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	waitFor(t, localcluster.ShortTimeout, "LeaderWorkerSet serve readyReplicas 2", objectIs(dynamicGetter(controlPlane.Dynamic.Resource(lwsGVR).Namespace(ns)), "serve", func(lws *unstructured.Unstructured) (bool, string) {
+		// A missing or mistyped field reads as 0: not ready yet.
+		ready, _, _ := unstructured.NestedInt64(lws.Object, "status", "readyReplicas")
+		return ready == 2, fmt.Sprintf("readyReplicas=%d", ready)
+	}))
 	if err := controlPlane.Dynamic.Resource(lwsGVR).Namespace(ns).Delete(ctx, "serve", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := controlPlane.WaitPodsGone(ctx, ns, sel, localcluster.ShortTimeout); err != nil {
-		t.Fatal(err)
-	}
+	waitGone(t, ns, sel)
 }
 
 var (
@@ -189,6 +128,59 @@ var (
 	lwsGVR     = schema.GroupVersionResource{Group: "leaderworkerset.x-k8s.io", Version: "v1", Resource: "leaderworkersets"}
 )
 
-func unstructuredInt(obj map[string]any, fields ...string) (int64, bool, error) {
-	return unstructured.NestedInt64(obj, fields...)
+// jobSetYAML is a JobSet of one leader Job and two worker Jobs of one pod
+// with 4 GPUs each, placed on pool; sched, if set, is the pods' scheduler.
+func jobSetYAML(name, pool, sched string) string {
+	podSpec := podPlacement(pool, sched, "            ")
+	job := func(rj string, replicas int) string {
+		return fmt.Sprintf(`
+  - name: %s
+    replicas: %d
+    template:
+      spec:
+        parallelism: 1
+        completions: 1
+        template:
+          spec:
+            %s
+            containers:
+            - name: main
+              image: busybox
+              resources: {limits: {nvidia.com/gpu: 4}}`, rj, replicas, podSpec)
+	}
+	return `
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata: {name: ` + name + `}
+spec:
+  replicatedJobs:` + job("leader", 1) + job("workers", 2) + "\n"
+}
+
+// lwsYAML is the LeaderWorkerSet serve of 2 groups of 2 pods with gpus
+// GPUs each, placed on pool; sched, if set, is the pods' scheduler.
+func lwsYAML(pool, sched string, gpus int) string {
+	return fmt.Sprintf(`
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: serve}
+spec:
+  replicas: 2
+  leaderWorkerTemplate:
+    size: 2
+    workerTemplate:
+      spec:
+        %s
+        containers:
+        - name: main
+          image: vllm
+          resources: {limits: {nvidia.com/gpu: %d}}
+`, podPlacement(pool, sched, "        "), gpus)
+}
+
+// podPlacement is placement, after the scheduler name if sched is set.
+func podPlacement(pool, sched, indent string) string {
+	if sched == "" {
+		return placement(pool, indent)
+	}
+	return "schedulerName: " + sched + "\n" + indent + placement(pool, indent)
 }

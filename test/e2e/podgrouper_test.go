@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -175,6 +176,16 @@ func (c *pgrController) stop() {
 	<-c.done
 }
 
+// pgrTest gives a pod-grouper test its namespace and a pod-grouper of its
+// own for the scheduler name pgr-<ns>.
+func pgrTest(t testing.TB, prefix string) (ns, sched string) {
+	t.Helper()
+	ns = testNamespace(t, prefix)
+	sched = "pgr-" + ns
+	startPodGrouper(t, sched)
+	return ns, sched
+}
+
 // startPodGrouper runs a pod-grouper for schedulerName until stop is called
 // or the test ends.
 func startPodGrouper(t testing.TB, schedulerName string) *pgrController {
@@ -327,9 +338,7 @@ func pgrAlone(reasonPart string) func(*corev1.Pod) bool {
 // its pods (made by the real Deployment and ReplicaSet controllers) are
 // marked to be scheduled alone.
 func TestPodGrouperDeploymentAlone(t *testing.T) {
-	ns := testNamespace(t, "pgr-deploy")
-	sched := "pgr-" + ns
-	startPodGrouper(t, sched)
+	ns, sched := pgrTest(t, "pgr-deploy")
 	labels := map[string]string{"app": "web"}
 	spec := pgrGPUPodSpec(sched, 0)
 	spec.RestartPolicy = corev1.RestartPolicyAlways
@@ -346,9 +355,19 @@ func TestPodGrouperDeploymentAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	pgrWaitPods(t, ns, "app=web", 3, "scheduled alone", pgrAlone("definition deployment has no gang instruction"))
-	if l, err := podGroups(t).SchedulingV1alpha1().PodGroups(ns).List(context.Background(), metav1.ListOptions{}); err != nil || len(l.Items) != 0 {
-		t.Errorf("PodGroups in %s: %v, err %v; want none", ns, l, err)
+	if names := podGroupNames(t, ns); len(names) != 0 {
+		t.Errorf("PodGroups in %s: %v; want none", ns, names)
 	}
+}
+
+// pgrCreate creates obj in ns and returns it as created.
+func pgrCreate(t testing.TB, ns string, obj *unstructured.Unstructured) *unstructured.Unstructured {
+	t.Helper()
+	created, err := controlPlane.Create(context.Background(), obj, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return created
 }
 
 // pgrJobSet is a JobSet of a leader (1 pod) and workers (replicas pods),
@@ -408,14 +427,9 @@ func pgrCreateJobSetJob(t testing.TB, js *unstructured.Unstructured, rjob string
 // collects the PodGroup.
 func TestPodGrouperJobSet(t *testing.T) {
 	ctx := context.Background()
-	ns := testNamespace(t, "pgr-jobset")
-	sched := "pgr-" + ns
-	startPodGrouper(t, sched)
+	ns, sched := pgrTest(t, "pgr-jobset")
 
-	js, err := controlPlane.Create(ctx, pgrJobSet(t, "train", sched, 2), ns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := pgrCreate(t, ns, pgrJobSet(t, "train", sched, 2))
 	pgrCreateJobSetJob(t, js, "leader", 0, sched)
 	pgrCreateJobSetJob(t, js, "workers", 0, sched)
 	pgrCreateJobSetJob(t, js, "workers", 1, sched)
@@ -455,24 +469,15 @@ func TestPodGrouperJobSet(t *testing.T) {
 	}
 	pgrWaitPodGroup(t, ns, "train", "minMember 2 after scale-down", func(pg *schedv1alpha1.PodGroup) bool { return pg.Spec.MinMember == 2 })
 
-	if l, err := podGroups(t).SchedulingV1alpha1().PodGroups(ns).List(ctx, metav1.ListOptions{}); err != nil || len(l.Items) != 1 {
-		t.Fatalf("PodGroups in %s: %d (err %v), want exactly 1", ns, len(l.Items), err)
+	if names := podGroupNames(t, ns); len(names) != 1 {
+		t.Fatalf("PodGroups in %s: %v, want exactly 1", ns, names)
 	}
 
 	// Delete the JobSet: the garbage collector takes the PodGroup along.
 	if err := controlPlane.Dynamic.Resource(pgrJobSetGVR).Namespace(ns).Delete(ctx, "train", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = localcluster.WaitFor(ctx, time.Minute, "PodGroup train collected with its JobSet", func(ctx context.Context) (bool, string, error) {
-		_, err := podGroups(t).SchedulingV1alpha1().PodGroups(ns).Get(ctx, "train", metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return true, "", nil
-		}
-		return false, "still there", err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	waitFor(t, time.Minute, "PodGroup train collected with its JobSet", objectGone(podGroups(t).SchedulingV1alpha1().PodGroups(ns), "train"))
 }
 
 // TestPodGrouperLeaderWorkerSet: a stand-in for the LWS operator creates
@@ -481,9 +486,7 @@ func TestPodGrouperJobSet(t *testing.T) {
 // pod webhook does. One PodGroup per group, min-member = size.
 func TestPodGrouperLeaderWorkerSet(t *testing.T) {
 	ctx := context.Background()
-	ns := testNamespace(t, "pgr-lws")
-	sched := "pgr-" + ns
-	startPodGrouper(t, sched)
+	ns, sched := pgrTest(t, "pgr-lws")
 	const groups, size = 2, 3
 	tmpl := map[string]any{"spec": pgrToMap(t, pgrGPUPodSpec(sched, 2))}
 	lws, err := controlPlane.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
@@ -516,7 +519,10 @@ func TestPodGrouperLeaderWorkerSet(t *testing.T) {
 	}
 	// The LWS pod webhook labels each pod at creation; the stand-in patches.
 	label := func(pod string, labels map[string]string) {
-		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+		if err != nil {
+			t.Fatal(err)
+		}
 		if _, err := controlPlane.Client.CoreV1().Pods(ns).Patch(ctx, pod, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -538,9 +544,10 @@ func TestPodGrouperLeaderWorkerSet(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, w := range workers {
-			ordinal := w.Name[strings.LastIndex(w.Name, "-")+1:]
-			var idx int
-			fmt.Sscan(ordinal, &idx)
+			idx, err := strconv.Atoi(w.Name[strings.LastIndex(w.Name, "-")+1:])
+			if err != nil {
+				t.Fatalf("worker pod %s: no ordinal: %v", w.Name, err)
+			}
 			label(w.Name, map[string]string{"leaderworkerset.sigs.k8s.io/group-index": fmt.Sprint(g), "leaderworkerset.sigs.k8s.io/worker-index": fmt.Sprint(idx + 1)})
 		}
 	}
@@ -554,16 +561,7 @@ func TestPodGrouperLeaderWorkerSet(t *testing.T) {
 		}
 		pgrWaitPods(t, ns, fmt.Sprintf("leaderworkerset.sigs.k8s.io/group-index=%d", g), size, "in "+name, pgrInGroup(name))
 	}
-	l, err := podGroups(t).SchedulingV1alpha1().PodGroups(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, pg := range l.Items {
-		got = append(got, pg.Name)
-	}
-	sort.Strings(got)
-	if strings.Join(got, ",") != strings.Join(names, ",") {
+	if got := podGroupNames(t, ns); strings.Join(got, ",") != strings.Join(names, ",") {
 		t.Errorf("PodGroups = %v, want %v", got, names)
 	}
 }
@@ -631,31 +629,29 @@ func pgrApplyKarta(t *testing.T, doc string) {
 	for _, o := range objs {
 		name := o.GetName()
 		t.Cleanup(func() {
-			_ = controlPlane.Dynamic.Resource(podgrouper.KartaResource).Delete(context.Background(), name, metav1.DeleteOptions{})
+			err := controlPlane.Dynamic.Resource(podgrouper.KartaResource).Delete(context.Background(), name, metav1.DeleteOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("deleting Karta %s: %v", name, err)
+			}
 		})
 	}
 }
 
 func pgrWaitKartaValid(t *testing.T, name, status, msgPart string) {
 	t.Helper()
-	err := localcluster.WaitFor(context.Background(), time.Minute, fmt.Sprintf("Karta %s Valid=%s", name, status), func(ctx context.Context) (bool, string, error) {
-		u, err := controlPlane.Dynamic.Resource(podgrouper.KartaResource).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, "", err
-		}
+	karta := dynamicGetter(controlPlane.Dynamic.Resource(podgrouper.KartaResource))
+	waitFor(t, time.Minute, fmt.Sprintf("Karta %s Valid=%s", name, status), objectIs(karta, name, func(u *unstructured.Unstructured) (bool, string) {
+		// Missing or mistyped status fields read as empty: not valid yet.
 		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 		for _, c := range conds {
 			m, _ := c.(map[string]any)
 			if m["type"] == podgrouper.ConditionValid {
 				msg, _ := m["message"].(string)
-				return m["status"] == status && strings.Contains(msg, msgPart), fmt.Sprintf("%v", m), nil
+				return m["status"] == status && strings.Contains(msg, msgPart), fmt.Sprintf("%v", m)
 			}
 		}
-		return false, "no Valid condition", nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+		return false, "no Valid condition"
+	}))
 }
 
 // TestPodGrouperKarta: a kind no catalog knows is gang-scheduled once a
@@ -663,9 +659,7 @@ func pgrWaitKartaValid(t *testing.T, name, status, msgPart string) {
 // its status and the others keep working.
 func TestPodGrouperKarta(t *testing.T) {
 	ctx := context.Background()
-	ns := testNamespace(t, "pgr-karta")
-	sched := "pgr-" + ns
-	startPodGrouper(t, sched)
+	ns, sched := pgrTest(t, "pgr-karta")
 
 	spec := pgrGPUPodSpec(sched, 1)
 	run, err := controlPlane.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
@@ -712,14 +706,9 @@ func TestPodGrouperKarta(t *testing.T) {
 // untouched (no label, no annotation, no PodGroup write), with an event.
 func TestPodGrouperYields(t *testing.T) {
 	ctx := context.Background()
-	ns := testNamespace(t, "pgr-yield")
-	sched := "pgr-" + ns
-	startPodGrouper(t, sched)
+	ns, sched := pgrTest(t, "pgr-yield")
 
-	js, err := controlPlane.Create(ctx, pgrJobSet(t, "yjs", sched, 1), ns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := pgrCreate(t, ns, pgrJobSet(t, "yjs", sched, 1))
 	theirs, err := podGroups(t).SchedulingV1alpha1().PodGroups(ns).Create(ctx, &schedv1alpha1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Name: "theirs"}, Spec: schedv1alpha1.PodGroupSpec{MinMember: 7},
 	}, metav1.CreateOptions{})
@@ -799,10 +788,7 @@ func TestPodGrouperRestart(t *testing.T) {
 	ns := testNamespace(t, "pgr-restart")
 	sched := "pgr-" + ns
 	first := startPodGrouper(t, sched)
-	js, err := controlPlane.Create(ctx, pgrJobSet(t, "rs", sched, 2), ns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := pgrCreate(t, ns, pgrJobSet(t, "rs", sched, 2))
 	pgrCreateJobSetJob(t, js, "leader", 0, sched)
 	pgrCreateJobSetJob(t, js, "workers", 0, sched)
 	pgrCreateJobSetJob(t, js, "workers", 1, sched)
@@ -817,9 +803,8 @@ func TestPodGrouperRestart(t *testing.T) {
 	startPodGrouper(t, sched)
 	pgrWaitPodGroup(t, ns, "rs", "minMember 4", func(pg *schedv1alpha1.PodGroup) bool { return pg.Spec.MinMember == 4 })
 	pgrWaitPods(t, ns, "jobset.sigs.k8s.io/jobset-name=rs", 4, "in PodGroup rs", pgrInGroup("rs"))
-	l, err := podGroups(t).SchedulingV1alpha1().PodGroups(ns).List(ctx, metav1.ListOptions{})
-	if err != nil || len(l.Items) != 1 {
-		t.Fatalf("PodGroups after restart: %d (err %v), want 1", len(l.Items), err)
+	if names := podGroupNames(t, ns); len(names) != 1 {
+		t.Fatalf("PodGroups after restart: %v, want 1", names)
 	}
 }
 
@@ -903,38 +888,17 @@ func pgrReplayFixture(t *testing.T, ns, sched string, root *unstructured.Unstruc
 		if _, done := byName[o.GetKind()+"/"+o.GetName()]; done {
 			return true, nil // the root listed again (a bare Pod's fixture)
 		}
-		c := o.DeepCopy()
-		refs := c.GetOwnerReferences()
-		for i, r := range refs {
+		c, ok := fixtureCopy(o, ns, sched, func(r metav1.OwnerReference) (types.UID, bool) {
 			real, ok := uids[r.UID]
 			if !ok {
 				real, ok = byName[r.Kind+"/"+r.Name]
 			}
-			if !ok {
-				return false, nil // owner not created yet
-			}
-			refs[i].UID = real
+			return real, ok
+		})
+		if !ok {
+			return false, nil // owner not created yet
 		}
-		c.SetOwnerReferences(refs)
-		fixtureUID := c.GetUID()
-		for _, f := range []string{"uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink"} {
-			unstructured.RemoveNestedField(c.Object, "metadata", f)
-		}
-		unstructured.RemoveNestedField(c.Object, "status")
-		c.SetNamespace(ns)
-		switch c.GroupVersionKind().GroupKind() {
-		case schema.GroupKind{Kind: "Pod"}:
-			_ = unstructured.SetNestedField(c.Object, sched, "spec", "schedulerName")
-			unstructured.RemoveNestedField(c.Object, "spec", "nodeName")
-		case schema.GroupKind{Group: "batch", Kind: "Job"}:
-			// The Job controller leaves Jobs managed by someone else alone,
-			// so the fixture's pods are the only pods.
-			_ = unstructured.SetNestedField(c.Object, "muster.io/e2e-fixture", "spec", "managedBy")
-			unstructured.RemoveNestedField(c.Object, "spec", "selector")
-			unstructured.RemoveNestedField(c.Object, "spec", "manualSelector")
-			for _, l := range []string{"controller-uid", "batch.kubernetes.io/controller-uid", "job-name", "batch.kubernetes.io/job-name"} {
-				unstructured.RemoveNestedField(c.Object, "spec", "template", "metadata", "labels", l)
-			}
+		if c.GroupVersionKind().GroupKind() == (schema.GroupKind{Group: "batch", Kind: "Job"}) {
 			// children.yaml abbreviates intermediate objects: fill in what
 			// the API requires of a Job's template.
 			if cs, _, _ := unstructured.NestedSlice(c.Object, "spec", "template", "spec", "containers"); len(cs) == 0 {
@@ -943,23 +907,72 @@ func pgrReplayFixture(t *testing.T, ns, sched string, root *unstructured.Unstruc
 			if rp, _, _ := unstructured.NestedString(c.Object, "spec", "template", "spec", "restartPolicy"); rp == "" {
 				_ = unstructured.SetNestedField(c.Object, "Never", "spec", "template", "spec", "restartPolicy")
 			}
-		case schema.GroupKind{Group: "batch", Kind: "CronJob"}:
-			_ = unstructured.SetNestedField(c.Object, true, "spec", "suspend")
 		}
 		created, err := controlPlane.Create(ctx, c, ns)
 		if err != nil {
 			return false, err
 		}
-		if fixtureUID != "" {
-			uids[fixtureUID] = created.GetUID()
+		if o.GetUID() != "" {
+			uids[o.GetUID()] = created.GetUID()
 		}
 		byName[created.GetKind()+"/"+created.GetName()] = created.GetUID()
 		return true, nil
 	}
-	if ok, err := create(root); err != nil || !ok {
-		t.Fatalf("creating the root: created=%v err=%v", ok, err)
+	createInOwnerOrder(t, "", root, append(append([]*unstructured.Unstructured{}, children...), pods...), create)
+}
+
+// fixtureCopy is the fixture object o as a replay creates it in ns: owner
+// UIDs rewritten to the real ones (false if realUID knows an owner not
+// yet), what the API server sets removed, pods for sched and unbound, Jobs
+// managed by someone else (the Job controller leaves them alone, so the
+// fixture's pods are the only pods) and CronJobs suspended.
+func fixtureCopy(o *unstructured.Unstructured, ns, sched string, realUID func(metav1.OwnerReference) (types.UID, bool)) (*unstructured.Unstructured, bool) {
+	c := o.DeepCopy()
+	refs := c.GetOwnerReferences()
+	for i, r := range refs {
+		real, ok := realUID(r)
+		if !ok {
+			return nil, false
+		}
+		refs[i].UID = real
 	}
-	pending := append(append([]*unstructured.Unstructured{}, children...), pods...)
+	c.SetOwnerReferences(refs)
+	for _, f := range []string{"uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink"} {
+		unstructured.RemoveNestedField(c.Object, "metadata", f)
+	}
+	unstructured.RemoveNestedField(c.Object, "status")
+	c.SetNamespace(ns)
+	switch c.GroupVersionKind().GroupKind() {
+	case schema.GroupKind{Kind: "Pod"}:
+		_ = unstructured.SetNestedField(c.Object, sched, "spec", "schedulerName")
+		unstructured.RemoveNestedField(c.Object, "spec", "nodeName")
+	case schema.GroupKind{Group: "batch", Kind: "Job"}:
+		_ = unstructured.SetNestedField(c.Object, "muster.io/e2e-fixture", "spec", "managedBy")
+		unstructured.RemoveNestedField(c.Object, "spec", "selector")
+		unstructured.RemoveNestedField(c.Object, "spec", "manualSelector")
+		for _, l := range []string{"controller-uid", "batch.kubernetes.io/controller-uid", "job-name", "batch.kubernetes.io/job-name"} {
+			unstructured.RemoveNestedField(c.Object, "spec", "template", "metadata", "labels", l)
+		}
+	case schema.GroupKind{Group: "batch", Kind: "CronJob"}:
+		_ = unstructured.SetNestedField(c.Object, true, "spec", "suspend")
+	}
+	return c, true
+}
+
+// createInOwnerOrder creates root, then the others in rounds: create
+// reports false for an object whose owner does not exist yet, and the next
+// round tries it again. A round that creates nothing fails t (the owners
+// are in no fixture file), as does any error. fixture, if set, starts the
+// messages.
+func createInOwnerOrder(t testing.TB, fixture string, root *unstructured.Unstructured, others []*unstructured.Unstructured, create func(*unstructured.Unstructured) (bool, error)) {
+	t.Helper()
+	if fixture != "" {
+		fixture += ": "
+	}
+	if ok, err := create(root); err != nil || !ok {
+		t.Fatalf("%screating the root: created=%v err=%v", fixture, ok, err)
+	}
+	pending := others
 	for len(pending) > 0 {
 		var left []*unstructured.Unstructured
 		for _, o := range pending {
@@ -968,7 +981,7 @@ func pgrReplayFixture(t *testing.T, ns, sched string, root *unstructured.Unstruc
 				// A real operator CRD (installed by operators_test.go)
 				// validates the fixture's objects: an abbreviated one is a
 				// fixture bug, not a reason to skip.
-				t.Fatalf("%s %s is not valid under the installed CRD: %v", o.GetKind(), o.GetName(), err)
+				t.Fatalf("%s%s %s is not valid under the installed CRD: %v", fixture, o.GetKind(), o.GetName(), err)
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -982,7 +995,7 @@ func pgrReplayFixture(t *testing.T, ns, sched string, root *unstructured.Unstruc
 			for _, o := range left {
 				names = append(names, o.GetKind()+"/"+o.GetName())
 			}
-			t.Fatalf("owners of %v are in no fixture file", names)
+			t.Fatalf("%sowners of %v are in no fixture file", fixture, names)
 		}
 		pending = left
 	}
@@ -1034,15 +1047,7 @@ func pgrCheckFixture(t *testing.T, ns, defName, workload string, want pgrFixture
 		}
 		gangToPG[exp.Gang], pgToGang[pg] = pg, exp.Gang
 	}
-	list, err := podGroups(t).SchedulingV1alpha1().PodGroups(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(list.Items) != len(gangToPG) {
-		var names []string
-		for _, pg := range list.Items {
-			names = append(names, pg.Name)
-		}
+	if names := podGroupNames(t, ns); len(names) != len(gangToPG) {
 		t.Errorf("PodGroups %v, want %d (one per gang of the pods)", names, len(gangToPG))
 	}
 	for _, g := range want.Gangs {
@@ -1100,25 +1105,7 @@ func BenchmarkPodGrouperLatency(b *testing.B) {
 		// Workloads first, outside the measurement.
 		jobs := make([]*unstructured.Unstructured, gangs)
 		for g := range gangs {
-			js, err := controlPlane.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-				"metadata": map[string]any{"name": fmt.Sprintf("g%d", g)},
-				"spec": map[string]any{"replicatedJobs": []any{map[string]any{
-					"name": "workers", "replicas": 1,
-					"template": map[string]any{"spec": map[string]any{"parallelism": perGang, "completions": perGang,
-						"template": map[string]any{"spec": pgrToMap(b, pgrGPUPodSpec(sched, 1))}}},
-				}}},
-			}}, ns)
-			if err != nil {
-				b.Fatal(err)
-			}
-			spec := pgrGPUPodSpec(sched, 1)
-			job, err := controlPlane.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": "batch/v1", "kind": "Job",
-				"metadata": map[string]any{"name": fmt.Sprintf("g%d-workers-0", g), "ownerReferences": []any{pgrToMap(b, pgrControllerRef(js))}},
-				"spec": map[string]any{"parallelism": perGang, "completions": perGang, "managedBy": "muster.io/e2e-bench",
-					"template": map[string]any{"spec": pgrToMap(b, spec)}},
-			}}, ns)
+			job, err := pgrBenchGang(ctx, b, ns, sched, g, perGang)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -1227,11 +1214,33 @@ func BenchmarkPodGrouperLatency(b *testing.B) {
 		b.ReportMetric(q(0.5), "p50-ms")
 		b.ReportMetric(q(0.99), "p99-ms")
 		b.ReportMetric(float64(len(latencies))/sent.Seconds(), "pods/s-sent")
-		l, err := podGroups(b).SchedulingV1alpha1().PodGroups(ns).List(ctx, metav1.ListOptions{})
-		if err != nil || len(l.Items) != gangs {
-			b.Errorf("PodGroups: %d (err %v), want %d", len(l.Items), err, gangs)
+		if names := podGroupNames(b, ns); len(names) != gangs {
+			b.Errorf("%d PodGroups, want %d", len(names), gangs)
 		}
 	}
+}
+
+// pgrBenchGang creates the JobSet g<g> of one Job g<g>-workers-0 of
+// perGang pods with 1 GPU each for sched; the Job is managed by someone
+// else, so the benchmark creates the pods itself. It returns the Job.
+func pgrBenchGang(ctx context.Context, tb testing.TB, ns, sched string, g, perGang int) (*unstructured.Unstructured, error) {
+	template := map[string]any{"spec": pgrToMap(tb, pgrGPUPodSpec(sched, 1))}
+	js, err := controlPlane.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+		"metadata": map[string]any{"name": fmt.Sprintf("g%d", g)},
+		"spec": map[string]any{"replicatedJobs": []any{map[string]any{
+			"name": "workers", "replicas": 1,
+			"template": map[string]any{"spec": map[string]any{"parallelism": perGang, "completions": perGang, "template": template}},
+		}}},
+	}}, ns)
+	if err != nil {
+		return nil, err
+	}
+	return controlPlane.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "batch/v1", "kind": "Job",
+		"metadata": map[string]any{"name": fmt.Sprintf("g%d-workers-0", g), "ownerReferences": []any{pgrToMap(tb, pgrControllerRef(js))}},
+		"spec":     map[string]any{"parallelism": perGang, "completions": perGang, "managedBy": "muster.io/e2e-bench", "template": template},
+	}}, ns)
 }
 
 // TestPodGrouperCommand runs the shipped command (cmd/muster-podgrouper/app)
