@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientfeatures "k8s.io/client-go/features"
 	clientfeaturestesting "k8s.io/client-go/features/testing"
 	"k8s.io/client-go/informers"
@@ -46,15 +47,59 @@ func init() {
 type barrierEnv struct {
 	t        *testing.T
 	ctx      context.Context
-	fh       framework.Framework
+	fh       *allowRecorder
 	pl       *Plugin
 	clk      *testingclock.FakeClock
 	recorder *events.FakeRecorder
 	act      *activator
 
-	mu       sync.Mutex
+	// released lists the barrier releases, each the members one Permit let
+	// go together (see permit).
 	released [][]types.UID
 	results  chan permitResult
+}
+
+// allowRecorder is the framework handle the plugin gets: the real one, with
+// every Allow the plugin makes on a waiting pod noted. Embedding the whole
+// framework keeps what the plugin asserts beyond fwk.Handle
+// (RunPreFilterPlugins).
+type allowRecorder struct {
+	framework.Framework
+
+	mu      sync.Mutex
+	allowed []types.UID
+}
+
+func (h *allowRecorder) IterateOverWaitingPods(fn func(fwk.WaitingPod)) {
+	h.Framework.IterateOverWaitingPods(func(wp fwk.WaitingPod) { fn(recordedWaitingPod{wp, h}) })
+}
+
+func (h *allowRecorder) GetWaitingPod(uid types.UID) fwk.WaitingPod {
+	if wp := h.Framework.GetWaitingPod(uid); wp != nil {
+		return recordedWaitingPod{wp, h}
+	}
+	return nil
+}
+
+// take returns the members allowed since the last call.
+func (h *allowRecorder) take() []types.UID {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := h.allowed
+	h.allowed = nil
+	return out
+}
+
+type recordedWaitingPod struct {
+	fwk.WaitingPod
+	h *allowRecorder
+}
+
+func (w recordedWaitingPod) Allow(pluginName string) {
+	w.h.mu.Lock()
+	w.h.allowed = append(w.h.allowed, w.GetPod().UID)
+	w.h.mu.Unlock()
+	w.WaitingPod.Allow(pluginName)
 }
 
 type permitResult struct {
@@ -118,7 +163,7 @@ func newBarrierEnv(t *testing.T, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup
 	inf := informers.NewSharedInformerFactory(cs, 0)
 	rec := events.NewFakeRecorder(100)
 	act := &activator{names: map[string]bool{}}
-	fh, err := frameworkruntime.NewFramework(ctx, nil, nil,
+	f, err := frameworkruntime.NewFramework(ctx, nil, nil,
 		frameworkruntime.WithClientSet(cs),
 		frameworkruntime.WithInformerFactory(inf),
 		frameworkruntime.WithSnapshotSharedLister(internalcache.NewSnapshot(nil, nodes)),
@@ -138,6 +183,7 @@ func newBarrierEnv(t *testing.T, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup
 		t.Fatal(err)
 	}
 	clk := testingclock.NewFakeClock(t0)
+	fh := &allowRecorder{Framework: f}
 	pl, err := newPlugin(ctx, args, fh, pgfake.NewClientset(objs...), clk)
 	if err != nil {
 		t.Fatal(err)
@@ -149,20 +195,26 @@ func newBarrierEnv(t *testing.T, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup
 	}
 	// The PodGroup informer syncs in the background (stepping the fake
 	// clock by its 100 ms polls); nothing here waits on the fake clock.
-	deadline := time.Now().Add(10 * time.Second)
-	for !pl.pgSynced.Load() {
-		if time.Now().After(deadline) {
-			t.Fatal("PodGroup informer did not sync")
-		}
-		time.Sleep(5 * time.Millisecond)
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return pl.pgSynced.Load(), nil
+	}); err != nil {
+		t.Fatalf("PodGroup informer did not sync: %v", err)
 	}
-	e := &barrierEnv{t: t, ctx: ctx, fh: fh, pl: pl, clk: clk, recorder: rec, act: act, results: make(chan permitResult, 100)}
-	pl.SetBarrierObserver(func(_ types.NamespacedName, uids []types.UID) {
-		e.mu.Lock()
-		e.released = append(e.released, uids)
-		e.mu.Unlock()
-	})
-	return e
+	return &barrierEnv{t: t, ctx: ctx, fh: fh, pl: pl, clk: clk, recorder: rec, act: act, results: make(chan permitResult, 100)}
+}
+
+// permit runs Permit for pod and records a barrier release: a member let
+// through together with the waiting members it allowed.
+func (e *barrierEnv) permit(state fwk.CycleState, pod *v1.Pod, node string) (*fwk.Status, time.Duration) {
+	e.t.Helper()
+	st, timeout := e.pl.Permit(e.ctx, state, pod, node)
+	allowed := e.fh.take()
+	if kind, _ := e.pl.classify(pod); kind == kindMember && st.IsSuccess() {
+		e.released = append(e.released, append([]types.UID{pod.UID}, allowed...))
+	} else if len(allowed) > 0 {
+		e.t.Errorf("%s: Permit %v allowed %v without letting the member through", pod.Name, st, allowed)
+	}
+	return st, timeout
 }
 
 // schedule runs one member's scheduling cycle up to Permit and returns the
@@ -181,7 +233,7 @@ func (e *barrierEnv) schedule(pod *v1.Pod) (*fwk.Status, time.Duration) {
 	if st := e.pl.Reserve(e.ctx, state, pod, node); !st.IsSuccess() {
 		e.t.Fatalf("%s: Reserve: %v", pod.Name, st)
 	}
-	st, wait := e.pl.Permit(e.ctx, state, pod, node)
+	st, wait := e.permit(state, pod, node)
 	if st.IsWait() {
 		e.fh.AddWaitingPod(pod, map[string]time.Duration{Name: wait})
 		go func() {
@@ -286,7 +338,7 @@ func TestUnreserveOfOneMemberRejectsWaitingSiblings(t *testing.T) {
 		t.Errorf("%d reservations left after the release, want 0", n)
 	}
 	e.pl.Reserve(e.ctx, state, pods[3], "n1")
-	if st, _ := e.pl.Permit(e.ctx, state, pods[3], "n1"); !st.IsWait() {
+	if st, _ := e.permit(state, pods[3], "n1"); !st.IsWait() {
 		t.Errorf("member after the release: Permit %v, want Wait (quorum 1 of 3)", st)
 	}
 	for name, st := range e.outcomes(2) {
@@ -421,7 +473,7 @@ func TestNativeAndGangFreePodsUntouched(t *testing.T) {
 		if st := e.pl.Reserve(e.ctx, state, p, "n1"); st != nil {
 			t.Errorf("%s: Reserve %v", p.Name, st)
 		}
-		if st, wait := e.pl.Permit(e.ctx, state, p, "n1"); st != nil || wait != 0 {
+		if st, wait := e.permit(state, p, "n1"); st != nil || wait != 0 {
 			t.Errorf("%s: Permit %v %s, want nil", p.Name, st, wait)
 		}
 		e.pl.Unreserve(e.ctx, state, p, "n1")

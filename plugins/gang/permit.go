@@ -147,14 +147,6 @@ func (p *Plugin) Permit(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 			waiting = append(waiting, wp)
 		}
 	})
-	if p.observer != nil {
-		// Before any Allow: once allowed, a member may bind at once.
-		uids := []types.UID{pod.UID}
-		for _, wp := range waiting {
-			uids = append(uids, wp.GetPod().UID)
-		}
-		p.observer(key, uids)
-	}
 	for _, wp := range waiting {
 		wp.Allow(Name)
 	}

@@ -76,10 +76,6 @@ type Plugin struct {
 	// cmd/muster-scheduler/README.md for what that means after a failover.
 	leading atomic.Bool
 
-	// observer, when set, sees every barrier release (SetBarrierObserver).
-	// Guarded by mu.
-	observer BarrierObserver
-
 	mu    sync.Mutex
 	gangs map[types.NamespacedName]*gangState
 
@@ -136,22 +132,6 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, fmt.Errorf("%s: PodGroup client: %w", Name, err)
 	}
 	return newPlugin(ctx, args, h, pgClient, clock.RealClock{})
-}
-
-// BarrierObserver is told which members a barrier release lets go together,
-// before any of them is allowed (so before any of them can bind). It runs
-// under the plugin's lock: it must return quickly and must not call the
-// plugin.
-type BarrierObserver func(gang types.NamespacedName, members []types.UID)
-
-// SetBarrierObserver installs fn (nil removes it). Tests use it to tell a
-// gang whose allowed members are still binding — the binds are separate API
-// calls made by separate binding goroutines — from a gang the plugin let go
-// partly.
-func (p *Plugin) SetBarrierObserver(fn BarrierObserver) {
-	p.mu.Lock()
-	p.observer = fn
-	p.mu.Unlock()
 }
 
 func newPlugin(ctx context.Context, args *Args, h fwk.Handle, pgClient pgclientset.Interface, clk clock.WithTickerAndDelayedExecution) (*Plugin, error) {

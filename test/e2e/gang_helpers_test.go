@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	configv1 "k8s.io/kube-scheduler/config/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/utils/ptr"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -131,14 +133,145 @@ func startGangScheduler(t testing.TB, schedulerName string, args map[string]any)
 }
 
 // newObservedGang builds the plugin with its barrier releases recorded in
-// barrierLog.
+// barrierLog: the plugin gets a handle that sees the waiting members it
+// allows, and its Permit is wrapped so that a member let through and the
+// members allowed during its Permit form one release.
 func newObservedGang(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-	pl, err := gang.New(ctx, obj, h)
+	// The whole framework, not only fwk.Handle: the plugin uses what the
+	// runtime offers beyond it (RunPreFilterPlugins).
+	f, ok := h.(framework.Framework)
+	if !ok {
+		return nil, fmt.Errorf("observing %s: the handle %T is not a framework runtime", gang.Name, h)
+	}
+	o := &releaseObserver{Framework: f}
+	pl, err := gang.New(ctx, obj, o)
 	if err != nil {
 		return nil, err
 	}
-	pl.(*gang.Plugin).SetBarrierObserver(barrierLog.record)
-	return pl, nil
+	return &observedGang{Plugin: pl.(*gang.Plugin), o: o}, nil
+}
+
+// observedGang is the plugin with its Permit observed.
+type observedGang struct {
+	*gang.Plugin
+	o *releaseObserver
+}
+
+func (g *observedGang) Permit(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodeName string) (*fwk.Status, time.Duration) {
+	g.o.begin(pod)
+	st, timeout := g.Plugin.Permit(ctx, state, pod, nodeName)
+	g.o.end(st)
+	return st, timeout
+}
+
+// releaseObserver is the handle given to the plugin. A release must be in
+// barrierLog before any member it lets go can bind, so it is recorded at the
+// first Allow, whole: the member in Permit and every member of its gang the
+// plugin found waiting. The plugin looks at the waiting pods and allows them
+// under one lock, the lock its rejections hold too, so that look is the
+// last one before the Allows and the set it saw is the set it allows; end
+// checks that. The scheduler runs one Permit at a time.
+type releaseObserver struct {
+	framework.Framework
+
+	mu      sync.Mutex
+	pod     *corev1.Pod // the member in Permit; nil outside Permit
+	waiting []types.UID // its gang's waiting members at the plugin's last look
+	allowed map[types.UID]bool
+}
+
+// gangOf is the PodGroup of a member, as the plugin classifies pods.
+func gangOf(pod *corev1.Pod) (types.NamespacedName, bool) {
+	name := pod.Labels[api.LabelPodGroup]
+	return types.NamespacedName{Namespace: pod.Namespace, Name: name}, name != "" && pod.Spec.SchedulingGroup == nil
+}
+
+func (o *releaseObserver) begin(pod *corev1.Pod) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.pod != nil {
+		panic(fmt.Sprintf("barrier observer: Permit of %s/%s began during Permit of %s/%s", pod.Namespace, pod.Name, o.pod.Namespace, o.pod.Name))
+	}
+	o.pod, o.waiting, o.allowed = pod, nil, nil
+}
+
+func (o *releaseObserver) end(st *fwk.Status) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	pod, waiting, allowed := o.pod, o.waiting, o.allowed
+	o.pod, o.waiting, o.allowed = nil, nil, nil
+	key, member := gangOf(pod)
+	switch {
+	case !member || !st.IsSuccess():
+		if allowed != nil {
+			panic(fmt.Sprintf("barrier observer: Permit of %s/%s allowed %v and returned %v", pod.Namespace, pod.Name, allowed, st))
+		}
+	case allowed == nil && len(waiting) == 0:
+		// The quorum was there without anyone waiting.
+		barrierLog.record(key, []types.UID{pod.UID})
+	case len(allowed) != len(waiting):
+		// allow checked that each allowed member was among the waiting.
+		panic(fmt.Sprintf("barrier observer: Permit of %s/%s allowed %v of the waiting members %v", pod.Namespace, pod.Name, allowed, waiting))
+	}
+}
+
+func (o *releaseObserver) IterateOverWaitingPods(fn func(fwk.WaitingPod)) {
+	o.mu.Lock()
+	pod := o.pod
+	o.mu.Unlock()
+	var key types.NamespacedName
+	if pod != nil {
+		key, _ = gangOf(pod)
+	}
+	var waiting []types.UID
+	o.Framework.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
+		if k, member := gangOf(wp.GetPod()); pod != nil && member && k == key {
+			waiting = append(waiting, wp.GetPod().UID)
+		}
+		fn(observedWaitingPod{wp, o})
+	})
+	if pod != nil {
+		o.mu.Lock()
+		o.waiting = waiting
+		o.mu.Unlock()
+	}
+}
+
+func (o *releaseObserver) GetWaitingPod(uid types.UID) fwk.WaitingPod {
+	if wp := o.Framework.GetWaitingPod(uid); wp != nil {
+		return observedWaitingPod{wp, o}
+	}
+	return nil
+}
+
+// allow records the release at its first Allow, before the real Allow.
+func (o *releaseObserver) allow(uid types.UID) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.pod == nil {
+		panic(fmt.Sprintf("barrier observer: pod %s allowed outside Permit", uid))
+	}
+	if o.allowed == nil {
+		o.allowed = map[types.UID]bool{}
+		key, _ := gangOf(o.pod)
+		barrierLog.record(key, append([]types.UID{o.pod.UID}, o.waiting...))
+	}
+	if !slices.Contains(o.waiting, uid) {
+		panic(fmt.Sprintf("barrier observer: Permit of %s/%s allowed %s, not among the waiting members %v it was recorded with", o.pod.Namespace, o.pod.Name, uid, o.waiting))
+	}
+	o.allowed[uid] = true
+}
+
+type observedWaitingPod struct {
+	fwk.WaitingPod
+	o *releaseObserver
+}
+
+func (w observedWaitingPod) Allow(pluginName string) {
+	if pluginName == gang.Name {
+		w.o.allow(w.GetPod().UID)
+	}
+	w.WaitingPod.Allow(pluginName)
 }
 
 func createPodGroup(t testing.TB, ns, name string, minMember int32, annotations map[string]string) *schedv1alpha1.PodGroup {
@@ -221,8 +354,8 @@ func boundByGang(ctx context.Context, ns string) (bound, total map[string]int, e
 
 // barrierLog records every Permit barrier release of every muster scheduler
 // the tests start: PodGroup "namespace/name" -> the member sets allowed
-// together. The plugin reports a release before it allows anyone, so a pod
-// seen bound was recorded here before the sample that saw it.
+// together (newObservedGang). A release is recorded before the plugin allows
+// anyone, so a pod seen bound was recorded here before the sample that saw it.
 var barrierLog = &barrierRecorder{releases: map[string][]map[types.UID]bool{}}
 
 type barrierRecorder struct {
