@@ -1,4 +1,4 @@
-package manifests
+package manifests_test
 
 import (
 	"bytes"
@@ -17,13 +17,15 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
+
+	"github.com/muster-io/muster/test/manifestrender"
 )
 
 const chartDir = "helm/muster"
 
 func kustomized(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
-	objs, err := Kustomize(".")
+	objs, err := manifestrender.Kustomize(".")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +34,7 @@ func kustomized(t *testing.T) []*unstructured.Unstructured {
 
 func helmRendered(t *testing.T, values map[string]any) []*unstructured.Unstructured {
 	t.Helper()
-	objs, err := Helm(chartDir, values)
+	objs, err := manifestrender.Helm(chartDir, values)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +56,7 @@ func convert[T any](t *testing.T, o *unstructured.Unstructured) *T {
 	t.Helper()
 	var out T
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(o.Object, &out, true); err != nil {
-		t.Fatalf("%s: %v", Key(o), err)
+		t.Fatalf("%s: %v", manifestrender.Key(o), err)
 	}
 	return &out
 }
@@ -70,7 +72,7 @@ func TestKustomizeObjects(t *testing.T) {
 			crds++
 			continue
 		}
-		got = append(got, Key(o))
+		got = append(got, manifestrender.Key(o))
 	}
 	sort.Strings(got)
 	want := []string{
@@ -115,11 +117,11 @@ func TestConfigMapIsSchedulerConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cm := convert[corev1.ConfigMap](t, find(t, kustomized(t), "ConfigMap", Namespace, "muster-scheduler-config"))
+	cm := convert[corev1.ConfigMap](t, find(t, kustomized(t), "ConfigMap", manifestrender.Namespace, "muster-scheduler-config"))
 	if got := cm.Data["scheduler-config.yaml"]; got != string(want) {
 		t.Errorf("ConfigMap data differs from scheduler-config.yaml:\n%s", cmp.Diff(string(want), got))
 	}
-	dep := convert[appsv1.Deployment](t, find(t, kustomized(t), "Deployment", Namespace, "muster-scheduler"))
+	dep := convert[appsv1.Deployment](t, find(t, kustomized(t), "Deployment", manifestrender.Namespace, "muster-scheduler"))
 	sched := container(t, dep, "muster-scheduler")
 	if !hasArg(sched.Args, "--config=/etc/muster/scheduler-config.yaml") || !mounts(sched, "scheduler-config", "/etc/muster") {
 		t.Errorf("scheduler container does not read /etc/muster/scheduler-config.yaml from the ConfigMap: args %v", sched.Args)
@@ -170,7 +172,7 @@ func TestSchedulerLeaseRole(t *testing.T) {
 	find(t, objs, "RoleBinding", ns, "muster-scheduler-leader-election")
 
 	// The pod-grouper groups the pods of the profile's scheduler name.
-	dep := convert[appsv1.Deployment](t, find(t, objs, "Deployment", Namespace, "muster-scheduler"))
+	dep := convert[appsv1.Deployment](t, find(t, objs, "Deployment", manifestrender.Namespace, "muster-scheduler"))
 	if len(cfg.Profiles) != 1 || !hasArg(container(t, dep, "muster-podgrouper").Args, "--scheduler-name="+cfg.Profiles[0].SchedulerName) {
 		t.Errorf("pod-grouper args %v do not name the profile's scheduler", container(t, dep, "muster-podgrouper").Args)
 	}
@@ -209,7 +211,7 @@ func mounts(c *corev1.Container, volume, path string) bool {
 // containers, probes, resources, a locked-down security context, separate
 // identities, leader election.
 func TestDeploymentHardening(t *testing.T) {
-	dep := convert[appsv1.Deployment](t, find(t, kustomized(t), "Deployment", Namespace, "muster-scheduler"))
+	dep := convert[appsv1.Deployment](t, find(t, kustomized(t), "Deployment", manifestrender.Namespace, "muster-scheduler"))
 	ps := dep.Spec.Template.Spec
 	if len(ps.Containers) != 2 {
 		t.Fatalf("containers = %d, want 2 (scheduler + pod-grouper)", len(ps.Containers))
@@ -316,11 +318,11 @@ func TestHelmMatchesKustomize(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := helmRendered(t, tc.values)
-			hk, err := ByKey(h)
+			hk, err := manifestrender.ByKey(h)
 			if err != nil {
 				t.Fatal(err)
 			}
-			kk, err := ByKey(k)
+			kk, err := manifestrender.ByKey(k)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -366,7 +368,7 @@ func normalize(t *testing.T, o *unstructured.Unstructured) map[string]any {
 			if strings.HasSuffix(k, ".yaml") {
 				var m any
 				if err := yaml.Unmarshal([]byte(v), &m); err != nil {
-					t.Fatalf("%s data %s: %v", Key(o), k, err)
+					t.Fatalf("%s data %s: %v", manifestrender.Key(o), k, err)
 				}
 				decoded[k] = m
 				continue
@@ -390,7 +392,7 @@ func TestHelmValues(t *testing.T) {
 		"schedulerLease":  map[string]any{"namespace": "muster-system", "name": "gang-lease"},
 		"schedulerClient": map[string]any{"qps": 500, "burst": 1000},
 	})
-	dep := convert[appsv1.Deployment](t, find(t, h, "Deployment", Namespace, "muster-scheduler"))
+	dep := convert[appsv1.Deployment](t, find(t, h, "Deployment", manifestrender.Namespace, "muster-scheduler"))
 	if *dep.Spec.Replicas != 3 {
 		t.Errorf("replicas = %d", *dep.Spec.Replicas)
 	}
@@ -405,7 +407,7 @@ func TestHelmValues(t *testing.T) {
 	if !hasArg(container(t, dep, "muster-podgrouper").Args, "--scheduler-name=gang-scheduler") {
 		t.Errorf("pod-grouper does not group gang-scheduler pods")
 	}
-	cm := convert[corev1.ConfigMap](t, find(t, h, "ConfigMap", Namespace, "muster-scheduler-config"))
+	cm := convert[corev1.ConfigMap](t, find(t, h, "ConfigMap", manifestrender.Namespace, "muster-scheduler-config"))
 	var cfg map[string]any
 	if err := yaml.Unmarshal([]byte(cm.Data["scheduler-config.yaml"]), &cfg); err != nil {
 		t.Fatal(err)
@@ -422,10 +424,10 @@ func TestHelmValues(t *testing.T) {
 	}
 	find(t, h, "Role", "muster-system", "muster-scheduler-leader-election")
 
-	if _, err := Helm(chartDir, map[string]any{"logFormat": "xml"}); err == nil || !strings.Contains(err.Error(), "logFormat must be text or json") {
+	if _, err := manifestrender.Helm(chartDir, map[string]any{"logFormat": "xml"}); err == nil || !strings.Contains(err.Error(), "logFormat must be text or json") {
 		t.Errorf("logFormat=xml: err = %v, want a refusal naming logFormat", err)
 	}
-	if _, err := Helm(chartDir, map[string]any{"schedulerClient": map[string]any{"qps": 0, "burst": 10}}); err == nil || !strings.Contains(err.Error(), "schedulerClient.qps") {
+	if _, err := manifestrender.Helm(chartDir, map[string]any{"schedulerClient": map[string]any{"qps": 0, "burst": 10}}); err == nil || !strings.Contains(err.Error(), "schedulerClient.qps") {
 		t.Errorf("schedulerClient.qps=0: err = %v, want a refusal naming schedulerClient.qps", err)
 	}
 }
@@ -499,7 +501,7 @@ func TestDockerfileBinaries(t *testing.T) {
 		shipped[name] = string(m[2])
 	}
 	// The Deployment's commands must exist in the image.
-	dep := convert[appsv1.Deployment](t, find(t, kustomized(t), "Deployment", Namespace, "muster-scheduler"))
+	dep := convert[appsv1.Deployment](t, find(t, kustomized(t), "Deployment", manifestrender.Namespace, "muster-scheduler"))
 	paths := map[string]bool{}
 	for _, p := range shipped {
 		paths[p] = true

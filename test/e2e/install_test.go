@@ -40,8 +40,8 @@ import (
 	podgrouperapp "github.com/muster-io/muster/cmd/muster-podgrouper/app"
 	"github.com/muster-io/muster/hack/rbacgen"
 	"github.com/muster-io/muster/localcluster"
-	"github.com/muster-io/muster/manifests"
 	"github.com/muster-io/muster/plugins/gang"
+	"github.com/muster-io/muster/test/manifestrender"
 )
 
 // The install tests run on a control plane of their own: the shared one
@@ -109,7 +109,7 @@ func TestInstall(t *testing.T) {
 // those exist, the PodGroup CRD of the scheduler-plugins module and a
 // permissive Karta CRD stand in, so the RBAC run still covers both kinds.
 func shippedCRDs(t testing.TB) []*apiextensionsv1.CustomResourceDefinition {
-	objs, err := manifests.Kustomize(manifestsDir())
+	objs, err := manifestrender.Kustomize(manifestsDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,12 +158,12 @@ func manifestsDir() string { return filepath.Join("..", "..", "manifests") }
 // objects' dry run needs them to exist).
 func apply(ctx context.Context, cp *localcluster.ControlPlane, objs []*unstructured.Unstructured, dryRun bool) error {
 	var errs []error
-	for _, o := range manifests.InstallOrder(objs) {
+	for _, o := range manifestrender.InstallOrder(objs) {
 		o = o.DeepCopy()
 		real := !dryRun || o.GetKind() == "CustomResourceDefinition" || o.GetKind() == "Namespace"
 		ri, err := cp.ResourceFor(o, "")
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", manifests.Key(o), err))
+			errs = append(errs, fmt.Errorf("%s: %w", manifestrender.Key(o), err))
 			continue
 		}
 		data, err := json.Marshal(o.Object)
@@ -175,7 +175,7 @@ func apply(ctx context.Context, cp *localcluster.ControlPlane, objs []*unstructu
 			opts.DryRun = []string{metav1.DryRunAll}
 		}
 		if _, err := ri.Patch(ctx, o.GetName(), types.ApplyPatchType, data, opts); err != nil {
-			errs = append(errs, fmt.Errorf("apply %s (dry run %v): %w", manifests.Key(o), !real, err))
+			errs = append(errs, fmt.Errorf("apply %s (dry run %v): %w", manifestrender.Key(o), !real, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -187,7 +187,7 @@ func apply(ctx context.Context, cp *localcluster.ControlPlane, objs []*unstructu
 // defaulting, admission), after the CRDs are in for real.
 func installManifestsApply(t *testing.T, cp *localcluster.ControlPlane) {
 	ctx := context.Background()
-	kobjs, err := manifests.Kustomize(manifestsDir())
+	kobjs, err := manifestrender.Kustomize(manifestsDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func installManifestsApply(t *testing.T, cp *localcluster.ControlPlane) {
 		t.Errorf("kustomize set: %v", err)
 	}
 	for _, values := range []map[string]any{nil, {"namespace": map[string]any{"create": true}}} {
-		hobjs, err := manifests.Helm(filepath.Join(manifestsDir(), "helm", "muster"), values)
+		hobjs, err := manifestrender.Helm(filepath.Join(manifestsDir(), "helm", "muster"), values)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,7 +205,7 @@ func installManifestsApply(t *testing.T, cp *localcluster.ControlPlane) {
 		if values == nil {
 			// --create-namespace makes it; the apply needs it first.
 			hobjs = append(hobjs, &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": manifests.Namespace}}})
+				"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": manifestrender.Namespace}}})
 		}
 		if err := apply(ctx, cp, hobjs, true); err != nil {
 			t.Errorf("helm chart (values %v): %v", values, err)
@@ -244,7 +244,7 @@ func installBuiltinPlurals(t *testing.T, cp *localcluster.ControlPlane) {
 // installMuster applies the kustomize set for real.
 func installMuster(t *testing.T, cp *localcluster.ControlPlane) []*unstructured.Unstructured {
 	t.Helper()
-	objs, err := manifests.Kustomize(manifestsDir())
+	objs, err := manifestrender.Kustomize(manifestsDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -578,7 +578,7 @@ func installComponentsRun(t *testing.T, cp *localcluster.ControlPlane, auditPath
 		t.Errorf("the scheduler's identity could not take lease %s/%s", leaseNS, leaseName)
 	}
 	err = localcluster.WaitFor(ctx, localcluster.ShortTimeout, "pod-grouper lease", func(ctx context.Context) (bool, string, error) {
-		l, err := cp.Client.CoordinationV1().Leases(manifests.Namespace).Get(ctx, "muster-podgrouper", metav1.GetOptions{})
+		l, err := cp.Client.CoordinationV1().Leases(manifestrender.Namespace).Get(ctx, "muster-podgrouper", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, "no lease", nil
 		}

@@ -1,9 +1,10 @@
-// Package manifests renders muster's install manifests the two ways a user
-// installs them — `kubectl apply -k manifests/` (kustomize) and the Helm
+// Package manifestrender renders muster's install manifests the two ways a
+// user installs them — `kubectl apply -k manifests/` (kustomize) and the Helm
 // chart in manifests/helm/muster — into objects, so tests can apply them to
 // a real apiserver and compare one with the other. Nothing here talks to a
-// cluster.
-package manifests
+// cluster. Only tests import it: it pulls in Helm and kustomize, which no
+// muster binary needs.
+package manifestrender
 
 import (
 	"bufio"
