@@ -149,7 +149,17 @@ func compileJQ(fp *field.Path, src string) (*expr, *field.Error) {
 	if why := checkQuery(q); why != "" {
 		return nil, field.Invalid(fp, src, why)
 	}
-	code, err := gojq.Compile(q)
+	// The guards go into a second parse, so that e.query stays the
+	// expression as written (write-back and the simple-path fast lane read
+	// it).
+	guarded, err := gojq.Parse(src)
+	if err == nil {
+		guarded, err = rewrite(guarded)
+	}
+	if err != nil {
+		return nil, field.Invalid(fp, src, "jq expression cannot be guarded: "+err.Error())
+	}
+	code, err := gojq.Compile(guarded, compilerOptions...)
 	if err != nil {
 		return nil, field.Invalid(fp, src, "jq expression does not compile: "+err.Error())
 	}
@@ -198,7 +208,7 @@ func newWriteTarget(e *expr, fieldName string, needBase bool, suffix ...any) wri
 		return t
 	}
 	pq := &gojq.Query{Term: &gojq.Term{Type: gojq.TermTypeFunc, Func: &gojq.Func{Name: "path", Args: []*gojq.Query{e.query}}}}
-	code, err := gojq.Compile(pq)
+	code, err := gojq.Compile(pq, compilerOptions...)
 	if err != nil {
 		t.err = fmt.Errorf("%w: %s %q: %v", ErrNotWritable, e.field, e.src, err)
 		return t

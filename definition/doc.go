@@ -8,15 +8,40 @@
 // Decode reads a definition strictly (unknown fields and wrong types are
 // errors naming the field path). Compile validates it (Validate returns the
 // same list of *field.Error) and compiles every jq expression once; the
-// *Compiled is safe for concurrent use and never parses again. Each
-// evaluation of an expression runs under Options.Timeout (default 1s, a
-// guard against runaway expressions rather than a latency goal) and stops
-// after Options.MaxResults values (default 10000), so a runaway expression
-// returns an error instead of hanging. Expressions may only read:
-// assignments, del, setpath, delpaths, .., recurse, walk, paths, leaf_paths,
-// range, repeat and anything that reaches outside the document (env, $ENV,
-// input, inputs, debug, stderr, input_filename, halt, halt_error, $__loc__)
-// are rejected at validation, wherever they appear in the expression.
+// *Compiled is safe for concurrent use and never parses again.
+//
+// # jq
+//
+// A definition is code written by whoever may create a Karta, so every
+// evaluation is bounded in time and memory, whatever the expression does
+// (see jqbudget.go for the mechanism):
+//
+//   - Size: an expression is at most MaxExpressionBytes long and
+//     MaxExpressionNesting deep; a definition has at most MaxComponents
+//     components and MaxListItems items in every other list.
+//   - Functions: only these jq builtins, besides the functions the
+//     expression defines: empty, error, not, length, utf8bytelength, type,
+//     keys, keys_unsorted, values, has, in, contains, inside, getpath, path,
+//     select, map, map_values, to_entries, from_entries, with_entries, add,
+//     any, all, isempty, first, last, nth, limit, flatten, reverse, sort,
+//     sort_by, group_by, unique, unique_by, min, max, min_by, max_by, index,
+//     rindex, indices, floor, ceil, round, sqrt, fabs, abs, infinite, nan,
+//     isinfinite, isnan, isnormal, tostring, tonumber, tojson, fromjson,
+//     toarray, startswith, endswith, ltrimstr, rtrimstr, ascii_downcase,
+//     ascii_upcase, split/1, join, and the type selectors (objects, arrays,
+//     strings, numbers, booleans, nulls, iterables, scalars). No loops of
+//     jq's own (range, repeat, while, until, recurse, walk, ..), no
+//     assignments or del, no @formats, no regular expressions, nothing that
+//     reaches outside the document (env, $ENV, input, debug, $__loc__, …).
+//   - No recursion: a function that calls itself, directly or through
+//     others, is refused.
+//   - Each evaluation stops after MaxEvalSteps jq instructions, after
+//     Options.Timeout (default 1s), after Options.MaxResults values (default
+//     10000), and when +, *, /, string interpolation or a function that
+//     builds bigger values (tostring, tojson, add, join, split, …) would
+//     build more than MaxEvalBytes (64 MiB) in all.
+//   - Counts: a replica count, a component's pod count and a gang's
+//     min-member are at most MaxCount (100,000).
 //
 // Paths in podSelector, groupByKeyPaths and filters run on the pod; all others
 // on the root object.

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/itchyny/gojq"
+
+	"github.com/muster-io/muster/internal/closest"
 )
 
 // expr is one jq expression of the definition, parsed and compiled once.
@@ -124,12 +126,32 @@ var bannedFuncs = map[string]string{
 // string interpolations, indexes and slices, try/catch, reduce/foreach,
 // if/elif, patterns) and returns why q is not allowed, or "" when it is.
 func checkQuery(q *gojq.Query) string {
-	w := &jqWalker{}
+	w := &jqWalker{userFuncs: map[string]bool{}}
+	visitAll(q, func(q *gojq.Query) {
+		for _, fd := range q.FuncDefs {
+			w.userFuncs[fmt.Sprintf("%s/%d", fd.Name, len(fd.Args))] = true
+			for _, a := range fd.Args {
+				// A closure parameter f is a function f/0; a value
+				// parameter $x is the variable $x and the function x/0.
+				w.userFuncs[strings.TrimPrefix(a, "$")+"/0"] = true
+			}
+		}
+	}, nil)
 	w.query(q)
+	if w.reason == "" {
+		if f := recursion(q); f != "" {
+			w.fail("the function %s calls itself (directly or through others); recursion is not allowed in a path, so that every evaluation ends", f)
+		}
+	}
 	return w.reason
 }
 
-type jqWalker struct{ reason string }
+type jqWalker struct {
+	reason string
+	// userFuncs are the functions the expression defines (name/arity) and
+	// their parameters, callable besides allowedFuncs.
+	userFuncs map[string]bool
+}
 
 func (w *jqWalker) fail(format string, args ...any) {
 	if w.reason == "" {
@@ -181,6 +203,18 @@ func (w *jqWalker) pattern(p *gojq.Pattern) {
 	if p == nil {
 		return
 	}
+	for _, name := range []string{p.Name} {
+		if strings.HasPrefix(name, "$__") {
+			w.fail("the variable name %s is reserved", name)
+			return
+		}
+	}
+	for _, o := range p.Object {
+		if strings.HasPrefix(o.Key, "$__") {
+			w.fail("the variable name %s is reserved", o.Key)
+			return
+		}
+	}
 	for _, e := range p.Array {
 		w.pattern(e)
 	}
@@ -224,9 +258,26 @@ func (w *jqWalker) term(t *gojq.Term) {
 			return
 		}
 		// Names with a leading underscore are gojq internals (_range,
-		// _modify, …) that would bypass the list above.
+		// _modify, …) that would bypass the list above; $__ names are
+		// gojq's and muster's own variables.
 		if strings.HasPrefix(name, "_") || strings.HasPrefix(name, "$__") {
 			w.fail("%s is an internal function and is not allowed in a path", name)
+			return
+		}
+		key := fmt.Sprintf("%s/%d", name, len(t.Func.Args))
+		switch {
+		case strings.HasPrefix(name, "$") || w.userFuncs[key] || allowedFuncs[key]:
+		case !jqBuiltins[key]:
+			msg := "function not defined: " + key
+			if s := closest.Closest(key, allowedList); s != "" {
+				msg += fmt.Sprintf(" (did you mean %s?)", s)
+			}
+			w.fail("%s", msg)
+			return
+		default:
+			w.fail("the jq function %s is not allowed in a path: a definition may use the path, comparison, "+
+				"string, array, object and math functions listed in the package documentation of definition (\"jq\"), "+
+				"so that every evaluation ends within its time and memory budget", key)
 			return
 		}
 		for _, a := range t.Func.Args {
@@ -244,7 +295,10 @@ func (w *jqWalker) term(t *gojq.Term) {
 		w.query(t.Array.Query)
 	case gojq.TermTypeUnary:
 		w.term(t.Unary.Term)
-	case gojq.TermTypeFormat, gojq.TermTypeString:
+	case gojq.TermTypeFormat:
+		w.fail("the format %s is not allowed in a path; build the string with interpolation (\"\\(.a)-\\(.b)\") or tostring", t.Format)
+		return
+	case gojq.TermTypeString:
 		w.str(t.Str)
 	case gojq.TermTypeIf:
 		w.query(t.If.Cond)
@@ -343,6 +397,11 @@ type deadlineCtx struct {
 	deadline time.Time
 	calls    uint32
 	expired  bool
+	// cause is why the evaluation stopped: the deadline or the step budget.
+	cause error
+	// budget is charged by the guards of jqbudget.go, which find it
+	// because eval passes this deadlineCtx as the value of budgetVar.
+	budget budget
 }
 
 const deadlineCheckEvery = 256
@@ -368,8 +427,11 @@ func (d *deadlineCtx) Deadline() (time.Time, bool) {
 func (d *deadlineCtx) Done() <-chan struct{} {
 	if !d.expired {
 		d.calls++
-		if d.calls%deadlineCheckEvery == 0 && !time.Now().Before(d.deadline) {
-			d.expired = true
+		switch {
+		case d.calls > MaxEvalSteps:
+			d.expired, d.cause = true, errSteps
+		case d.calls%deadlineCheckEvery == 0 && !time.Now().Before(d.deadline):
+			d.expired, d.cause = true, context.DeadlineExceeded
 		}
 	}
 	if d.expired {
@@ -380,7 +442,7 @@ func (d *deadlineCtx) Done() <-chan struct{} {
 
 func (d *deadlineCtx) Err() error {
 	if d.expired {
-		return context.DeadlineExceeded
+		return d.cause
 	}
 	return d.Context.Err()
 }
@@ -394,7 +456,7 @@ func (c *Compiled) eval(ctx context.Context, e *expr, input any) ([]any, error) 
 		}
 	}
 	dl := newDeadlineCtx(ctx, c.opts.Timeout)
-	iter := e.code.RunWithContext(dl, input)
+	iter := e.code.RunWithContext(dl, input, dl)
 	var out []any
 	for {
 		v, ok := iter.Next()
@@ -415,8 +477,16 @@ func (c *Compiled) eval(ctx context.Context, e *expr, input any) ([]any, error) 
 }
 
 func (c *Compiled) evalErr(e *expr, err error) *EvalError {
+	// error("x" * 1000000) is a message of a megabyte: it ends up in
+	// events, conditions and the CLI's output, so it is capped here.
+	if msg := err.Error(); len(msg) > maxEvalMessage {
+		err = fmt.Errorf("%s… (%d bytes)", strings.ToValidUTF8(msg[:maxEvalMessage], ""), len(msg))
+	}
 	return &EvalError{Field: e.field, Expression: e.src, Err: err}
 }
+
+// maxEvalMessage caps the message of an evaluation error.
+const maxEvalMessage = 512
 
 // toJQ returns v in the value types gojq accepts (map[string]any, []any, int,
 // float64, *big.Int, string, bool, nil). Unstructured objects carry int64,

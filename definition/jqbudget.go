@@ -1,0 +1,691 @@
+package definition
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"sort"
+	"strings"
+
+	"github.com/itchyny/gojq"
+)
+
+// Every evaluation of a definition is bounded in time AND memory, whatever
+// the expression does. A deadline alone is not enough: ("x" * 1000000000)
+// allocates a gigabyte in one instruction, long before any clock is read.
+// Four mechanisms together make the bound hold:
+//
+//  1. An allow-list of jq functions (allowedFuncs): no loops of jq's own
+//     (range, repeat, while, until, recurse, walk), nothing that reaches
+//     outside the document, no regular expressions, no @formats. Every
+//     function the catalog and the upstream Workload Map catalog use is on
+//     it.
+//  2. No recursion: a function definition that calls itself, directly or
+//     through others, is refused (def f: [f]; f grew 2 GB in seconds).
+//     Without recursion and loops, only reduce and foreach iterate, over
+//     generators that the step budget bounds.
+//  3. A step budget: gojq asks the context's Done before every instruction,
+//     and the evaluation stops after MaxEvalSteps of them.
+//  4. A byte budget on every construct that can make a value bigger than its
+//     inputs: +, *, / and every string interpolation, and the functions of
+//     growthFactor. Before the construct runs, a guard estimates what it will
+//     build (a shared subvalue counted once per reference, so a list of a
+//     thousand references to one big string is as big as its join) and
+//     charges it to the evaluation; past MaxEvalBytes the evaluation fails.
+//     The guards are inserted by rewriting the parsed expression (rewrite)
+//     and read the evaluation's budget from a variable the user cannot name.
+//
+// Big integers are bounded too: a product of more than maxNumberBits bits
+// fails (squaring a number thirty times would need 2^30 bits).
+const (
+	// MaxEvalSteps bounds the jq instructions of one evaluation. The
+	// catalog's expressions take at most a few thousand.
+	MaxEvalSteps = 1_000_000
+	// MaxEvalBytes bounds what the growth constructs of one evaluation may
+	// build, in bytes (estimated before they run).
+	MaxEvalBytes = 64 << 20
+	// maxNumberBits bounds an integer product.
+	maxNumberBits = 4096
+)
+
+// Names the rewrite uses. The check (jqWalker) refuses user names that
+// start with "$__" or "_", so a definition can neither read nor rebind them.
+const (
+	budgetVar  = "$__muster_budget"
+	guardBinop = "_muster_binop" // _muster_binop($b; op; $l; $r): checks, returns .
+	guardIn    = "_muster_in"    // _muster_in($b; factor): checks deepsize(.) × factor, returns .
+	guardJoin  = "_muster_join"  // _muster_join($b; $sep): checks a join of . with $sep, returns .
+)
+
+// allowedFuncs are the jq builtins (name/arity) a definition may call.
+var allowedFuncs = func() map[string]bool {
+	m := map[string]bool{}
+	for _, f := range strings.Fields(`
+		empty/0 error/0 error/1 not/0 length/0 utf8bytelength/0 type/0
+		keys/0 keys_unsorted/0 values/0 has/1 in/1 contains/1 inside/1 getpath/1 path/1
+		select/1 map/1 map_values/1 to_entries/0 from_entries/0 with_entries/1
+		add/0 any/0 any/1 any/2 all/0 all/1 all/2 isempty/1
+		first/0 first/1 last/0 last/1 nth/1 nth/2 limit/2
+		flatten/0 flatten/1 reverse/0 sort/0 sort_by/1 group_by/1 unique/0 unique_by/1
+		min/0 max/0 min_by/1 max_by/1 index/1 rindex/1 indices/1
+		floor/0 ceil/0 round/0 sqrt/0 fabs/0 abs/0 infinite/0 nan/0 isinfinite/0 isnan/0 isnormal/0
+		tostring/0 tonumber/0 tojson/0 fromjson/0 toarray/0
+		startswith/1 endswith/1 ltrimstr/1 rtrimstr/1 ascii_downcase/0 ascii_upcase/0 split/1 join/1
+		objects/0 arrays/0 strings/0 numbers/0 booleans/0 nulls/0 iterables/0 scalars/0
+		`) {
+		m[f] = true
+	}
+	return m
+}()
+
+// allowedList is allowedFuncs sorted, for suggestions.
+var allowedList = func() []string {
+	l := make([]string, 0, len(allowedFuncs))
+	for f := range allowedFuncs {
+		l = append(l, f)
+	}
+	sort.Strings(l)
+	return l
+}()
+
+// jqBuiltins are the functions gojq defines (name/arity), asked from gojq
+// itself, so that an unknown name reads "function not defined" and a known
+// one outside allowedFuncs reads "not allowed".
+var jqBuiltins = func() map[string]bool {
+	m := map[string]bool{}
+	q, err := gojq.Parse("builtins")
+	if err != nil {
+		panic(err)
+	}
+	iter := q.Run(nil)
+	for {
+		v, ok := iter.Next()
+		if !ok {
+			return m
+		}
+		list, ok := v.([]any)
+		if !ok {
+			panic(fmt.Sprintf("gojq builtins: %v", v))
+		}
+		for _, f := range list {
+			if s, ok := f.(string); ok {
+				m[s] = true
+			}
+		}
+	}
+}()
+
+// growthFactor: functions whose output can be bigger than their input, and
+// by how much at most per byte of deepsize(input). tojson escapes a
+// control character as six bytes; split makes a string header and a slot
+// per piece.
+var growthFactor = map[string]int64{
+	"tostring/0": 6, "tojson/0": 6, "add/0": 1, "flatten/0": 1, "flatten/1": 1,
+	"to_entries/0": 4, "from_entries/0": 2, "with_entries/1": 4,
+	"ascii_downcase/0": 1, "ascii_upcase/0": 1, "split/1": 32, "error/1": 1,
+}
+
+// budget is one evaluation's account; deadlineCtx carries it.
+type budget struct {
+	bytes int64
+}
+
+var (
+	errSteps = fmt.Errorf("did more than %d steps; simplify the expression", MaxEvalSteps)
+	errBytes = fmt.Errorf("would build more than %d MiB of values; simplify the expression", MaxEvalBytes>>20)
+	errBits  = fmt.Errorf("a number would need more than %d bits", maxNumberBits)
+)
+
+func (b *budget) charge(n int64) error {
+	if n < 0 || n > MaxEvalBytes || b.bytes+n > MaxEvalBytes {
+		b.bytes = MaxEvalBytes + 1
+		return errBytes
+	}
+	b.bytes += n
+	return nil
+}
+
+// deepsize estimates the bytes of v, counting a shared subvalue once per
+// reference. It stops counting past limit.
+func deepsize(v any, limit int64) int64 {
+	var n int64
+	var walk func(v any)
+	walk = func(v any) {
+		if n > limit {
+			return
+		}
+		switch v := v.(type) {
+		case string:
+			n += int64(len(v)) + 16
+		case []any:
+			n += 24 + 16*int64(len(v))
+			for _, x := range v {
+				walk(x)
+			}
+		case map[string]any:
+			n += 48
+			for k, x := range v {
+				n += int64(len(k)) + 32
+				walk(x)
+			}
+		case *big.Int:
+			n += int64(v.BitLen()/8) + 16
+		default:
+			n += 16
+		}
+	}
+	walk(v)
+	return n
+}
+
+func budgetOf(v any) (*budget, error) {
+	if d, ok := v.(*deadlineCtx); ok {
+		return &d.budget, nil
+	}
+	return nil, errors.New("internal error: evaluation budget missing")
+}
+
+func bits(v any) int {
+	switch v := v.(type) {
+	case int:
+		if v < 0 {
+			v = -v
+		}
+		return 64 - leadingZeros(uint64(v))
+	case *big.Int:
+		return v.BitLen()
+	case float64:
+		return 64
+	}
+	return 0
+}
+
+func leadingZeros(x uint64) int {
+	n := 0
+	for i := 63; i >= 0 && x&(1<<uint(i)) == 0; i-- {
+		n++
+	}
+	return n
+}
+
+// binopGuard runs before every +, * and / of a definition.
+func binopGuard(_ any, args []any) any {
+	b, err := budgetOf(args[0])
+	if err != nil {
+		return err
+	}
+	op, l, r := args[1], args[2], args[3]
+	var n int64
+	switch op {
+	case "+":
+		switch l := l.(type) {
+		case string:
+			if r, ok := r.(string); ok {
+				n = int64(len(l) + len(r))
+			}
+		case []any:
+			if r, ok := r.([]any); ok {
+				n = 16 * int64(len(l)+len(r))
+			}
+		case map[string]any:
+			if r, ok := r.(map[string]any); ok {
+				n = 48 * int64(len(l)+len(r))
+			}
+		case *big.Int:
+			if bits(l)+1 > maxNumberBits || bits(r)+1 > maxNumberBits {
+				return errBits
+			}
+		}
+	case "*":
+		if s, ok := l.(string); ok {
+			n = repeatSize(s, r)
+		} else if s, ok := r.(string); ok {
+			n = repeatSize(s, l)
+		} else if lm, ok := l.(map[string]any); ok {
+			n = deepsize(lm, MaxEvalBytes) + deepsize(r, MaxEvalBytes)
+		} else if isInt(l) && isInt(r) && bits(l)+bits(r) > maxNumberBits {
+			return errBits
+		}
+	case "/":
+		if s, ok := l.(string); ok {
+			if _, ok := r.(string); ok {
+				n = 32 * int64(len(s)+1)
+			}
+		}
+	}
+	if err := b.charge(n); err != nil {
+		return err
+	}
+	return args[2] // any value: the caller pipes on to the real operator
+}
+
+func isInt(v any) bool {
+	switch v.(type) {
+	case int, *big.Int:
+		return true
+	}
+	return false
+}
+
+// repeatSize is the size of string s repeated count times, or more than the
+// budget when the count is huge or not a number gojq repeats by.
+func repeatSize(s string, count any) int64 {
+	var c float64
+	switch n := count.(type) {
+	case int:
+		c = float64(n)
+	case float64:
+		c = n
+	case *big.Int:
+		c = math.Inf(1)
+	default:
+		return 0 // not a repetition: gojq reports the type error itself
+	}
+	if math.IsNaN(c) || c <= 0 {
+		return 0
+	}
+	size := float64(len(s)+1) * math.Ceil(c)
+	if size > MaxEvalBytes {
+		return MaxEvalBytes + 1
+	}
+	return int64(size)
+}
+
+// inGuard runs before every growth function and string interpolation.
+func inGuard(v any, args []any) any {
+	b, err := budgetOf(args[0])
+	if err != nil {
+		return err
+	}
+	factor, _ := args[1].(int)
+	size := deepsize(v, MaxEvalBytes)
+	if factor > 0 && size > MaxEvalBytes/int64(factor) {
+		size = MaxEvalBytes + 1
+	} else {
+		size *= int64(factor)
+	}
+	if err := b.charge(size); err != nil {
+		return err
+	}
+	return v
+}
+
+// joinGuard runs before every join.
+func joinGuard(v any, args []any) any {
+	b, err := budgetOf(args[0])
+	if err != nil {
+		return err
+	}
+	n := deepsize(v, MaxEvalBytes)
+	if a, ok := v.([]any); ok {
+		if s, ok := args[1].(string); ok {
+			n += int64(len(a)) * int64(len(s))
+		}
+	}
+	if err := b.charge(n); err != nil {
+		return err
+	}
+	return v
+}
+
+// compilerOptions declares what the rewritten expressions use.
+var compilerOptions = []gojq.CompilerOption{
+	gojq.WithVariables([]string{budgetVar}),
+	gojq.WithFunction(guardBinop, 4, 4, binopGuard),
+	gojq.WithFunction(guardIn, 2, 2, inGuard),
+	gojq.WithFunction(guardJoin, 2, 2, joinGuard),
+}
+
+// rewrite returns q with a guard before every growth construct. q must have
+// passed checkQuery. It works on source text: each guarded node is printed,
+// wrapped and parsed again, which keeps the rewrite independent of how gojq
+// represents variable bindings; expressions are at most MaxExpressionBytes.
+func rewrite(q *gojq.Query) (*gojq.Query, error) {
+	r := &rewriter{}
+	r.query(q)
+	if r.err != nil {
+		return nil, r.err
+	}
+	return q, nil
+}
+
+type rewriter struct{ err error }
+
+func (r *rewriter) parse(src string) *gojq.Query {
+	q, err := gojq.Parse(src)
+	if err != nil && r.err == nil {
+		r.err = fmt.Errorf("internal error: guarding %q: %w", src, err)
+	}
+	return q
+}
+
+func (r *rewriter) query(q *gojq.Query) {
+	if q == nil || r.err != nil {
+		return
+	}
+	for _, fd := range q.FuncDefs {
+		r.query(fd.Body)
+	}
+	r.term(q.Term)
+	r.query(q.Left)
+	r.query(q.Right)
+	for _, p := range q.Patterns {
+		r.pattern(p)
+	}
+	var op string
+	switch q.Op {
+	case gojq.OpAdd:
+		op = "+"
+	case gojq.OpMul:
+		op = "*"
+	case gojq.OpDiv:
+		op = "/"
+	default:
+		return
+	}
+	// jq evaluates the right operand in the outer loop: (1,2) + (10,20)
+	// is 11, 12, 21, 22. The bindings keep that order.
+	src := fmt.Sprintf("(%s) as $__muster_r | (%s) as $__muster_l | %s(%s; %q; $__muster_l; $__muster_r) | $__muster_l %s $__muster_r",
+		q.Right, q.Left, guardBinop, budgetVar, op, op)
+	nq := r.parse(src)
+	if nq == nil {
+		return
+	}
+	*q = gojq.Query{FuncDefs: q.FuncDefs, Term: &gojq.Term{Type: gojq.TermTypeQuery, Query: nq}}
+}
+
+func (r *rewriter) pattern(p *gojq.Pattern) {
+	if p == nil {
+		return
+	}
+	for _, e := range p.Array {
+		r.pattern(e)
+	}
+	for _, o := range p.Object {
+		r.str(o.KeyString)
+		r.query(o.KeyQuery)
+		r.pattern(o.Val)
+	}
+}
+
+// str guards every interpolated part of a string: gojq turns it into text
+// as tostring does.
+func (r *rewriter) str(s *gojq.String) {
+	if s == nil {
+		return
+	}
+	for i, q := range s.Queries {
+		if q.Term != nil && q.Term.Type == gojq.TermTypeString && q.Term.Str != nil && len(q.Term.Str.Queries) == 0 && q.Op == 0 {
+			continue // a literal part
+		}
+		r.query(q)
+		// gojq joins the parts with +, copying the text built so far at
+		// each part: with k parts the copies add up to at most k times the
+		// result, so each part is charged k times its text.
+		factor := 6 * len(s.Queries)
+		if nq := r.parse(fmt.Sprintf("(%s) | %s(%s; %d)", q, guardIn, budgetVar, factor)); nq != nil {
+			// gojq tells literal parts from interpolated ones by the
+			// part's term: keep a term, with no string of its own.
+			s.Queries[i] = &gojq.Query{Term: &gojq.Term{Type: gojq.TermTypeQuery, Query: nq}}
+		}
+	}
+}
+
+func (r *rewriter) index(x *gojq.Index) {
+	if x == nil {
+		return
+	}
+	r.str(x.Str)
+	r.query(x.Start)
+	r.query(x.End)
+}
+
+func (r *rewriter) term(t *gojq.Term) {
+	if t == nil || r.err != nil {
+		return
+	}
+	switch t.Type {
+	case gojq.TermTypeFunc:
+		for _, a := range t.Func.Args {
+			r.query(a)
+		}
+		key := fmt.Sprintf("%s/%d", t.Func.Name, len(t.Func.Args))
+		var src string
+		switch {
+		case key == "join/1":
+			src = fmt.Sprintf("(%s) as $__muster_sep | %s(%s; $__muster_sep) | join($__muster_sep)", t.Func.Args[0], guardJoin, budgetVar)
+		case growthFactor[key] > 0:
+			src = fmt.Sprintf("%s(%s; %d) | %s", guardIn, budgetVar, growthFactor[key], t.Func)
+		default:
+			break
+		}
+		if src != "" {
+			if nq := r.parse(src); nq != nil {
+				t.Type, t.Func, t.Query = gojq.TermTypeQuery, nil, nq
+			}
+		}
+	case gojq.TermTypeIndex:
+		r.index(t.Index)
+	case gojq.TermTypeObject:
+		for _, kv := range t.Object.KeyVals {
+			r.str(kv.KeyString)
+			r.query(kv.KeyQuery)
+			r.query(kv.Val)
+		}
+	case gojq.TermTypeArray:
+		r.query(t.Array.Query)
+	case gojq.TermTypeUnary:
+		r.term(t.Unary.Term)
+	case gojq.TermTypeString:
+		r.str(t.Str)
+	case gojq.TermTypeIf:
+		r.query(t.If.Cond)
+		r.query(t.If.Then)
+		for _, e := range t.If.Elif {
+			r.query(e.Cond)
+			r.query(e.Then)
+		}
+		r.query(t.If.Else)
+	case gojq.TermTypeTry:
+		r.query(t.Try.Body)
+		r.query(t.Try.Catch)
+	case gojq.TermTypeReduce:
+		r.query(t.Reduce.Query)
+		for _, p := range t.Reduce.Patterns {
+			r.pattern(p)
+		}
+		r.query(t.Reduce.Start)
+		r.query(t.Reduce.Update)
+	case gojq.TermTypeForeach:
+		r.query(t.Foreach.Query)
+		for _, p := range t.Foreach.Patterns {
+			r.pattern(p)
+		}
+		r.query(t.Foreach.Start)
+		r.query(t.Foreach.Update)
+		r.query(t.Foreach.Extract)
+	case gojq.TermTypeLabel:
+		r.query(t.Label.Body)
+	case gojq.TermTypeQuery:
+		r.query(t.Query)
+	}
+	for _, s := range t.SuffixList {
+		r.index(s.Index)
+	}
+}
+
+// recursion returns the name of a function definition of q that calls
+// itself, directly or through other definitions, or "". Functions are
+// matched by name and arity, ignoring scope: a definition that shadows
+// another of the same name and arity may be refused although it does not
+// recurse, which a definition never needs.
+func recursion(q *gojq.Query) string {
+	calls := map[string]map[string]bool{} // def → names it calls
+	var defs []string
+	visitAll(q, func(q *gojq.Query) {
+		for _, fd := range q.FuncDefs {
+			key := fmt.Sprintf("%s/%d", fd.Name, len(fd.Args))
+			if calls[key] == nil {
+				calls[key] = map[string]bool{}
+				defs = append(defs, key)
+			}
+			into := calls[key]
+			visitAll(fd.Body, nil, func(t *gojq.Term) {
+				if t.Type == gojq.TermTypeFunc {
+					into[fmt.Sprintf("%s/%d", t.Func.Name, len(t.Func.Args))] = true
+				}
+			})
+		}
+	}, nil)
+	sort.Strings(defs)
+	// Depth-first search for a cycle.
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := map[string]int{}
+	var cyc string
+	var dfs func(k string) bool
+	dfs = func(k string) bool {
+		color[k] = grey
+		for c := range calls[k] {
+			if _, isDef := calls[c]; !isDef {
+				continue
+			}
+			switch color[c] {
+			case grey:
+				cyc = c
+				return true
+			case white:
+				if dfs(c) {
+					return true
+				}
+			}
+		}
+		color[k] = black
+		return false
+	}
+	for _, d := range defs {
+		if color[d] == white && dfs(d) {
+			return cyc
+		}
+	}
+	return ""
+}
+
+// visitAll calls onQuery for every query and onTerm for every term of q,
+// function bodies, patterns and string interpolations included.
+func visitAll(q *gojq.Query, onQuery func(*gojq.Query), onTerm func(*gojq.Term)) {
+	var query func(q *gojq.Query)
+	var term func(t *gojq.Term)
+	var str func(s *gojq.String)
+	var pattern func(p *gojq.Pattern)
+	str = func(s *gojq.String) {
+		if s != nil {
+			for _, q := range s.Queries {
+				query(q)
+			}
+		}
+	}
+	pattern = func(p *gojq.Pattern) {
+		if p == nil {
+			return
+		}
+		for _, e := range p.Array {
+			pattern(e)
+		}
+		for _, o := range p.Object {
+			str(o.KeyString)
+			query(o.KeyQuery)
+			pattern(o.Val)
+		}
+	}
+	index := func(x *gojq.Index) {
+		if x != nil {
+			str(x.Str)
+			query(x.Start)
+			query(x.End)
+		}
+	}
+	query = func(q *gojq.Query) {
+		if q == nil {
+			return
+		}
+		if onQuery != nil {
+			onQuery(q)
+		}
+		for _, fd := range q.FuncDefs {
+			query(fd.Body)
+		}
+		term(q.Term)
+		query(q.Left)
+		query(q.Right)
+		for _, p := range q.Patterns {
+			pattern(p)
+		}
+	}
+	term = func(t *gojq.Term) {
+		if t == nil {
+			return
+		}
+		if onTerm != nil {
+			onTerm(t)
+		}
+		switch t.Type {
+		case gojq.TermTypeFunc:
+			for _, a := range t.Func.Args {
+				query(a)
+			}
+		case gojq.TermTypeIndex:
+			index(t.Index)
+		case gojq.TermTypeObject:
+			for _, kv := range t.Object.KeyVals {
+				str(kv.KeyString)
+				query(kv.KeyQuery)
+				query(kv.Val)
+			}
+		case gojq.TermTypeArray:
+			query(t.Array.Query)
+		case gojq.TermTypeUnary:
+			term(t.Unary.Term)
+		case gojq.TermTypeFormat, gojq.TermTypeString:
+			str(t.Str)
+		case gojq.TermTypeIf:
+			query(t.If.Cond)
+			query(t.If.Then)
+			for _, e := range t.If.Elif {
+				query(e.Cond)
+				query(e.Then)
+			}
+			query(t.If.Else)
+		case gojq.TermTypeTry:
+			query(t.Try.Body)
+			query(t.Try.Catch)
+		case gojq.TermTypeReduce:
+			query(t.Reduce.Query)
+			for _, p := range t.Reduce.Patterns {
+				pattern(p)
+			}
+			query(t.Reduce.Start)
+			query(t.Reduce.Update)
+		case gojq.TermTypeForeach:
+			query(t.Foreach.Query)
+			for _, p := range t.Foreach.Patterns {
+				pattern(p)
+			}
+			query(t.Foreach.Start)
+			query(t.Foreach.Update)
+			query(t.Foreach.Extract)
+		case gojq.TermTypeLabel:
+			query(t.Label.Body)
+		case gojq.TermTypeQuery:
+			query(t.Query)
+		}
+		for _, s := range t.SuffixList {
+			index(s.Index)
+		}
+	}
+	query(q)
+}
