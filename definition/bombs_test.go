@@ -170,3 +170,21 @@ func BenchmarkEvaluateBombs(b *testing.B) {
 		})
 	}
 }
+
+// TestWritePathBudget: a write-back path runs the guarded expression, so a
+// select condition cannot escape the budget.
+func TestWritePathBudget(t *testing.T) {
+	e, fe := compileJQ(field.NewPath("spec", "x"), `.spec.list[] | select(((.name // "x") * 1000000000) == "x") | .template`)
+	if fe != nil {
+		t.Fatal(fe)
+	}
+	wt := newWriteTarget(e, "podTemplateSpecPath", false)
+	if wt.err != nil {
+		t.Fatalf("not writable: %v", wt.err)
+	}
+	c := &Compiled{opts: Options{Timeout: time.Minute}.withDefaults()}
+	_, err := c.eval(ctxT, wt.path, map[string]any{"spec": map[string]any{"list": []any{map[string]any{"name": "a"}}}})
+	if err == nil || !strings.Contains(err.Error(), "more than 64 MiB") {
+		t.Fatalf("error = %v, want the byte budget", err)
+	}
+}

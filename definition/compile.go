@@ -207,7 +207,17 @@ func newWriteTarget(e *expr, fieldName string, needBase bool, suffix ...any) wri
 		t.err = fmt.Errorf("%w: %s %q uses %s; write-back needs a simple path such as .spec.template", ErrNotWritable, e.field, e.src, why)
 		return t
 	}
-	pq := &gojq.Query{Term: &gojq.Term{Type: gojq.TermTypeFunc, Func: &gojq.Func{Name: "path", Args: []*gojq.Query{e.query}}}}
+	// The path runs the guarded expression: select's condition may hold
+	// any expression, and its growth constructs are budgeted here too.
+	guarded, err := gojq.Parse(e.src)
+	if err == nil {
+		guarded, err = rewrite(guarded)
+	}
+	if err != nil {
+		t.err = fmt.Errorf("%w: %s %q: %v", ErrNotWritable, e.field, e.src, err)
+		return t
+	}
+	pq := &gojq.Query{Term: &gojq.Term{Type: gojq.TermTypeFunc, Func: &gojq.Func{Name: "path", Args: []*gojq.Query{guarded}}}}
 	code, err := gojq.Compile(pq, compilerOptions...)
 	if err != nil {
 		t.err = fmt.Errorf("%w: %s %q: %v", ErrNotWritable, e.field, e.src, err)
