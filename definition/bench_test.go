@@ -2,6 +2,7 @@ package definition
 
 import (
 	"fmt"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // BenchmarkGangForPod measures the pod-grouping question (MatchPod +
@@ -102,18 +104,23 @@ func podEvaluations(b *testing.B, c *Compiled, root *unstructured.Unstructured, 
 		seen[e] = true
 		all = append(all, e)
 		e.simple, e.pod = false, podFieldNone
-		// _ran passes its input through, so the expression's results are
-		// unchanged; it only notes that the expression ran.
+		// The guarded expression as compileJQ builds it, behind _ran: _ran
+		// passes its input through, so the results are unchanged; it only
+		// notes that the expression ran.
 		q, err := gojq.Parse(e.src)
+		if err == nil {
+			q, err = rewrite(q)
+		}
 		if err != nil {
 			b.Fatal(err)
 		}
 		noted := &gojq.Query{Op: gojq.OpPipe, Right: q,
 			Left: &gojq.Query{Term: &gojq.Term{Type: gojq.TermTypeFunc, Func: &gojq.Func{Name: "_ran"}}}}
-		if e.code, err = gojq.Compile(noted, gojq.WithFunction("_ran", 0, 0, func(v any, _ []any) any {
+		opts := append(slices.Clip(compilerOptions), gojq.WithFunction("_ran", 0, 0, func(v any, _ []any) any {
 			ran = append(ran, e)
 			return v
-		})); err != nil {
+		}))
+		if e.code, err = gojq.Compile(noted, opts...); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -132,16 +139,15 @@ func podEvaluations(b *testing.B, c *Compiled, root *unstructured.Unstructured, 
 	return perPod
 }
 
-// recompile parses and compiles exprs again, the work compiling once saves.
+// recompile compiles exprs again as Compile does (parse, check, guard,
+// compile), the work compiling once saves.
 func recompile(b *testing.B, exprs []*expr) {
 	for _, e := range exprs {
-		q, err := gojq.Parse(e.src)
-		if err != nil {
-			b.Fatal(err)
+		fresh, fe := compileJQ(field.NewPath("bench"), e.src)
+		if fe != nil {
+			b.Fatal(fe)
 		}
-		if e.code, err = gojq.Compile(q); err != nil {
-			b.Fatal(err)
-		}
+		e.code = fresh.code
 	}
 }
 
