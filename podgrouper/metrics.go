@@ -7,12 +7,13 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 )
 
-// Error reasons counted by muster_podgrouper_errors_total. Constant strings:
-// a reason per distinct message would explode the series.
+// Error reasons counted by muster_podgrouper_errors_total (with
+// reasonAnnotation in sync.go). Constant strings: a reason per distinct
+// message would explode the series.
 const (
 	reasonOwners      = "owners"       // owner chain could not be walked
 	reasonRoot        = "root"         // workload object could not be read
-	reasonDefinition  = "definition"   // definition evaluation failed (pod treated as gang-free)
+	reasonDefinition  = "definition"   // definition invalid or its evaluation failed (the pods wait)
 	reasonPodGroup    = "podgroup"     // PodGroup create/update failed
 	reasonPodPatch    = "pod_patch"    // pod label/annotation patch failed
 	reasonKartaDecode = "karta"        // a cluster Karta is invalid
