@@ -189,25 +189,39 @@ func (e *Env) warnf(format string, args ...any) {
 	fmt.Fprintf(e.Streams.ErrOut, "warning: %s\n", oneLine(fmt.Sprintf(format, args...)))
 }
 
-// readInput reads a named file, or standard input for "-".
+// maxInputBytes caps what -f, --pods, --definition and --crd read: the
+// largest object etcd keeps is 1.5 MiB, and a file of manifests ten times
+// that is still far from what a mistake (a log, a binary) would feed in.
+const maxInputBytes = 16 << 20
+
+// readInput reads a named file, or standard input for "-", up to
+// maxInputBytes.
 func (e *Env) readInput(name string) ([]byte, error) {
+	var r io.Reader
+	what := name
 	if name == "-" {
 		if e.Streams.In == nil {
 			return nil, usageErrorf("cannot read standard input")
 		}
-		data, err := io.ReadAll(e.Streams.In)
+		r, what = e.Streams.In, "standard input"
+	} else {
+		f, err := os.Open(name)
 		if err != nil {
-			return nil, usageErrorf("read standard input: %v", err)
+			var pe *os.PathError
+			if errors.As(err, &pe) {
+				return nil, usageErrorf("cannot read %s: %v", name, pe.Err)
+			}
+			return nil, usageErrorf("cannot read %s: %v", name, err)
 		}
-		return data, nil
+		defer f.Close()
+		r = f
 	}
-	data, err := os.ReadFile(name)
+	data, err := io.ReadAll(io.LimitReader(r, maxInputBytes+1))
 	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			return nil, usageErrorf("cannot read %s: %v", name, pe.Err)
-		}
-		return nil, usageErrorf("cannot read %s: %v", name, err)
+		return nil, usageErrorf("cannot read %s: %v", what, err)
+	}
+	if len(data) > maxInputBytes {
+		return nil, usageErrorf("%s is larger than %d MiB; muster reads Kubernetes manifests, one workload and its pods at most", what, maxInputBytes>>20)
 	}
 	return data, nil
 }
