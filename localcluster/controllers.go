@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/informers"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/kubernetes/pkg/controller/deployment"
 	"k8s.io/kubernetes/pkg/controller/garbagecollector"
 	"k8s.io/kubernetes/pkg/controller/job"
+	"k8s.io/kubernetes/pkg/controller/namespace"
 	"k8s.io/kubernetes/pkg/controller/replicaset"
 	"k8s.io/kubernetes/pkg/controller/statefulset"
 )
@@ -137,4 +139,46 @@ func (cp *ControlPlane) BackdateCronJob(ctx context.Context, ns, name string, ag
 		return fmt.Errorf("backdate CronJob %s/%s: %w", ns, name, err)
 	}
 	return nil
+}
+
+// StartNamespaceController starts kube-controller-manager's namespace
+// controller: a deleted namespace is emptied and then removed, as on a real
+// cluster, instead of staying Terminating. The integration tests do not run
+// it (each leaves its namespace behind for the shared control plane to
+// stop with); the sandbox does, since a person deletes namespaces there.
+func (cp *ControlPlane) StartNamespaceController(ctx context.Context) (stop func(), err error) {
+	if err := cp.live(); err != nil {
+		return nil, err
+	}
+	cfg := rest.CopyConfig(cp.RestConfig)
+	cfg.QPS, cfg.Burst = 100, 200
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	mdClient, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	inf := informers.NewSharedInformerFactory(cs, 0)
+	nc := namespace.NewNamespaceController(ctx, cs, mdClient, cs.Discovery().ServerPreferredNamespacedResources,
+		inf.Core().V1().Namespaces(), 5*time.Minute, corev1.FinalizerKubernetes)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); nc.Run(ctx, 2) }()
+	inf.Start(ctx.Done())
+	if err := waitForSync(ctx, inf.WaitForCacheSync); err != nil {
+		cancel()
+		wg.Wait()
+		inf.Shutdown()
+		return nil, fmt.Errorf("namespace controller: %w", err)
+	}
+	stop = sync.OnceFunc(func() {
+		cancel()
+		wg.Wait()
+		inf.Shutdown()
+	})
+	cp.OnStop("namespace controller", stop)
+	return stop, nil
 }

@@ -267,6 +267,23 @@ func TestSandboxNoExamples(t *testing.T) {
 	if _, err := sb.kube.CoreV1().Namespaces().Get(context.Background(), sandboxapp.ExampleNamespace, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("namespace %s with --no-examples: want NotFound, got err %v", sandboxapp.ExampleNamespace, err)
 	}
+	// The pod-grouper elects a leader like the shipped one.
+	if _, err := sb.kube.CoordinationV1().Leases("kube-system").Get(context.Background(), "muster-podgrouper", metav1.GetOptions{}); err != nil {
+		t.Errorf("pod-grouper lease: %v", err)
+	}
+	// kubectl delete ns ends: the namespace controller empties and removes it.
+	nsObj, err := sb.kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "scratch"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "left-behind"}, Data: map[string]string{"a": "b"}}
+	if _, err := sb.kube.CoreV1().ConfigMaps(nsObj.Name).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.kube.CoreV1().Namespaces().Delete(context.Background(), nsObj.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, localcluster.ShortTimeout, "namespace scratch deleted", objectGone[*corev1.Namespace](sb.kube.CoreV1().Namespaces(), nsObj.Name))
 	progress := sb.progress.String()
 	for _, step := range []string{"kube-apiserver ready", "3 nodes × 4 GPUs in 3 zones", "muster-scheduler running", "pod-grouper running"} {
 		if !strings.Contains(progress, step) {

@@ -120,9 +120,11 @@ func startScheduler(ctx context.Context, cp *localcluster.ControlPlane, root str
 
 // startPodGrouper runs the muster-podgrouper command's Run in this process
 // with its default options (the embedded catalog, scheduler name
-// muster-scheduler), on the sandbox's kubeconfig, without leader election
-// (one replica), its health endpoints on a loopback port. It returns once
-// /readyz says the controller's caches are synced.
+// muster-scheduler, leader election on its lease as in the shipped
+// Deployment, so a second pod-grouper started against the sandbox waits
+// instead of writing beside it), on the sandbox's kubeconfig, its health
+// endpoints on a loopback port. It returns once /readyz says the
+// controller's caches are synced.
 func startPodGrouper(ctx context.Context, cp *localcluster.ControlPlane) error {
 	port, err := localcluster.FreePort()
 	if err != nil {
@@ -130,7 +132,7 @@ func startPodGrouper(ctx context.Context, cp *localcluster.ControlPlane) error {
 	}
 	o := podgrouperapp.NewOptions()
 	o.Kubeconfig = cp.KubeconfigPath
-	o.LeaderElection.LeaderElect = false
+	o.LeaderElection.LeaderElect = true
 	o.BindAddress = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	// Options.Validate is not called: it only checks flag values (these are
 	// the defaults) and applies the logging configuration, which is

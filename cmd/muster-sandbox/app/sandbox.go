@@ -189,6 +189,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if _, err := cp.StartControllers(compCtx); err != nil {
 		return err
 	}
+	// kubectl delete ns must end as on a cluster, not stay Terminating.
+	if _, err := cp.StartNamespaceController(compCtx); err != nil {
+		return err
+	}
 	if _, err := cp.StartPodSimulator(compCtx, localcluster.PodSimulatorOptions{}); err != nil {
 		return err
 	}
