@@ -122,22 +122,23 @@ var bannedFuncs = map[string]string{
 		"document",
 }
 
-// checkQuery walks every node of q (function bodies, object keys and values,
-// string interpolations, indexes and slices, try/catch, reduce/foreach,
-// if/elif, patterns) and returns why q is not allowed, or "" when it is.
+// checkQuery returns why q is not allowed in a definition, or "" when it
+// is. It looks at every node (jqVisitor): modules, assignments, banned and
+// unknown functions, formats, recursive descent, reserved variable names,
+// then recursion between the functions q defines.
 func checkQuery(q *gojq.Query) string {
 	w := &jqWalker{userFuncs: map[string]bool{}}
-	visitAll(q, func(q *gojq.Query) {
+	(&jqVisitor{query: func(q *gojq.Query) {
 		for _, fd := range q.FuncDefs {
-			w.userFuncs[fmt.Sprintf("%s/%d", fd.Name, len(fd.Args))] = true
+			w.userFuncs[funcKey(fd.Name, len(fd.Args))] = true
 			for _, a := range fd.Args {
 				// A closure parameter f is a function f/0; a value
 				// parameter $x is the variable $x and the function x/0.
-				w.userFuncs[strings.TrimPrefix(a, "$")+"/0"] = true
+				w.userFuncs[funcKey(strings.TrimPrefix(a, "$"), 0)] = true
 			}
 		}
-	}, nil)
-	w.query(q)
+	}}).walk(q)
+	(&jqVisitor{query: w.query, term: w.term, pattern: w.pattern}).walk(q)
 	if w.reason == "" {
 		if f := recursion(q); f != "" {
 			w.fail("the function %s calls itself (directly or through others); recursion is not allowed in a path, so that every evaluation ends", f)
@@ -169,19 +170,13 @@ func isAssignment(op gojq.Operator) bool {
 }
 
 func (w *jqWalker) query(q *gojq.Query) {
-	if q == nil || w.reason != "" {
-		return
-	}
 	if q.Meta != nil || len(q.Imports) > 0 {
 		w.fail("modules (import, include) are not allowed in a path")
-		return
 	}
 	for _, fd := range q.FuncDefs {
 		if why, ok := bannedFuncs[fd.Name]; ok {
 			w.fail("defining %q is not allowed: %s", fd.Name, why)
-			return
 		}
-		w.query(fd.Body)
 	}
 	if isAssignment(q.Op) {
 		hint := ".spec.field"
@@ -189,150 +184,57 @@ func (w *jqWalker) query(q *gojq.Query) {
 			hint = q.Left.String()
 		}
 		w.fail("assignment (%s) is not allowed in a path; use a read-only path such as %s", q.Op, hint)
-		return
-	}
-	w.term(q.Term)
-	w.query(q.Left)
-	w.query(q.Right)
-	for _, p := range q.Patterns {
-		w.pattern(p)
 	}
 }
 
 func (w *jqWalker) pattern(p *gojq.Pattern) {
-	if p == nil {
-		return
-	}
-	for _, name := range []string{p.Name} {
-		if strings.HasPrefix(name, "$__") {
-			w.fail("the variable name %s is reserved", name)
-			return
-		}
+	if strings.HasPrefix(p.Name, "$__") {
+		w.fail("the variable name %s is reserved", p.Name)
 	}
 	for _, o := range p.Object {
 		if strings.HasPrefix(o.Key, "$__") {
 			w.fail("the variable name %s is reserved", o.Key)
-			return
 		}
 	}
-	for _, e := range p.Array {
-		w.pattern(e)
-	}
-	for _, o := range p.Object {
-		w.str(o.KeyString)
-		w.query(o.KeyQuery)
-		w.pattern(o.Val)
-	}
-}
-
-func (w *jqWalker) str(s *gojq.String) {
-	if s == nil {
-		return
-	}
-	for _, q := range s.Queries {
-		w.query(q)
-	}
-}
-
-func (w *jqWalker) index(x *gojq.Index) {
-	if x == nil {
-		return
-	}
-	w.str(x.Str)
-	w.query(x.Start)
-	w.query(x.End)
 }
 
 func (w *jqWalker) term(t *gojq.Term) {
-	if t == nil || w.reason != "" {
-		return
-	}
 	switch t.Type {
 	case gojq.TermTypeRecurse:
 		w.fail("recursive descent (..) is not allowed in a path; name the fields to read")
-		return
-	case gojq.TermTypeFunc:
-		name := t.Func.Name
-		if why, ok := bannedFuncs[name]; ok {
-			w.fail("%s is not allowed in a path: %s", name, why)
-			return
-		}
-		// Names with a leading underscore are gojq internals (_range,
-		// _modify, …) that would bypass the list above; $__ names are
-		// gojq's and muster's own variables.
-		if strings.HasPrefix(name, "_") || strings.HasPrefix(name, "$__") {
-			w.fail("%s is an internal function and is not allowed in a path", name)
-			return
-		}
-		key := fmt.Sprintf("%s/%d", name, len(t.Func.Args))
-		switch {
-		case strings.HasPrefix(name, "$") || w.userFuncs[key] || allowedFuncs[key]:
-		case !jqBuiltins[key]:
-			msg := "function not defined: " + key
-			if s := closest.Closest(key, allowedList); s != "" {
-				msg += fmt.Sprintf(" (did you mean %s?)", s)
-			}
-			w.fail("%s", msg)
-			return
-		default:
-			w.fail("the jq function %s is not allowed in a path: a definition may use the path, comparison, "+
-				"string, array, object and math functions listed in the package documentation of definition (\"jq\"), "+
-				"so that every evaluation ends within its time and memory budget", key)
-			return
-		}
-		for _, a := range t.Func.Args {
-			w.query(a)
-		}
-	case gojq.TermTypeIndex:
-		w.index(t.Index)
-	case gojq.TermTypeObject:
-		for _, kv := range t.Object.KeyVals {
-			w.str(kv.KeyString)
-			w.query(kv.KeyQuery)
-			w.query(kv.Val)
-		}
-	case gojq.TermTypeArray:
-		w.query(t.Array.Query)
-	case gojq.TermTypeUnary:
-		w.term(t.Unary.Term)
 	case gojq.TermTypeFormat:
 		w.fail("the format %s is not allowed in a path; build the string with interpolation (\"\\(.a)-\\(.b)\") or tostring", t.Format)
-		return
-	case gojq.TermTypeString:
-		w.str(t.Str)
-	case gojq.TermTypeIf:
-		w.query(t.If.Cond)
-		w.query(t.If.Then)
-		for _, e := range t.If.Elif {
-			w.query(e.Cond)
-			w.query(e.Then)
-		}
-		w.query(t.If.Else)
-	case gojq.TermTypeTry:
-		w.query(t.Try.Body)
-		w.query(t.Try.Catch)
-	case gojq.TermTypeReduce:
-		w.query(t.Reduce.Query)
-		for _, p := range t.Reduce.Patterns {
-			w.pattern(p)
-		}
-		w.query(t.Reduce.Start)
-		w.query(t.Reduce.Update)
-	case gojq.TermTypeForeach:
-		w.query(t.Foreach.Query)
-		for _, p := range t.Foreach.Patterns {
-			w.pattern(p)
-		}
-		w.query(t.Foreach.Start)
-		w.query(t.Foreach.Update)
-		w.query(t.Foreach.Extract)
-	case gojq.TermTypeLabel:
-		w.query(t.Label.Body)
-	case gojq.TermTypeQuery:
-		w.query(t.Query)
+	case gojq.TermTypeFunc:
+		w.function(t.Func)
 	}
-	for _, s := range t.SuffixList {
-		w.index(s.Index)
+}
+
+func (w *jqWalker) function(f *gojq.Func) {
+	name := f.Name
+	if why, ok := bannedFuncs[name]; ok {
+		w.fail("%s is not allowed in a path: %s", name, why)
+		return
+	}
+	// Names with a leading underscore are gojq internals (_range,
+	// _modify, …) that would bypass the list above; $__ names are gojq's
+	// and muster's own variables.
+	if strings.HasPrefix(name, "_") || strings.HasPrefix(name, "$__") {
+		w.fail("%s is an internal function and is not allowed in a path", name)
+		return
+	}
+	key := funcKey(name, len(f.Args))
+	switch {
+	case strings.HasPrefix(name, "$") || w.userFuncs[key] || allowedFuncs[key]:
+	case !jqBuiltins[key]:
+		msg := "function not defined: " + key
+		if s := closest.Closest(key, allowedList); s != "" {
+			msg += fmt.Sprintf(" (did you mean %s?)", s)
+		}
+		w.fail("%s", msg)
+	default:
+		w.fail("the jq function %s is not allowed in a path: a definition may use the path, comparison, "+
+			"string, array, object and math functions listed in the package documentation of definition (\"jq\"), "+
+			"so that every evaluation ends within its time and memory budget", key)
 	}
 }
 

@@ -343,7 +343,7 @@ var compilerOptions = []gojq.CompilerOption{
 // represents variable bindings; expressions are at most MaxExpressionBytes.
 func rewrite(q *gojq.Query) (*gojq.Query, error) {
 	r := &rewriter{}
-	r.query(q)
+	r.visitor().walk(q)
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -360,19 +360,14 @@ func (r *rewriter) parse(src string) *gojq.Query {
 	return q
 }
 
-func (r *rewriter) query(q *gojq.Query) {
-	if q == nil || r.err != nil {
-		return
-	}
-	for _, fd := range q.FuncDefs {
-		r.query(fd.Body)
-	}
-	r.term(q.Term)
-	r.query(q.Left)
-	r.query(q.Right)
-	for _, p := range q.Patterns {
-		r.pattern(p)
-	}
+// visitor guards nodes after their children, so that the text printed for
+// a node already holds its children's guards.
+func (r *rewriter) visitor() *jqVisitor {
+	return &jqVisitor{query: r.binop, term: r.growth, str: r.interpolation}
+}
+
+// binop guards +, * and /.
+func (r *rewriter) binop(q *gojq.Query) {
 	var op string
 	switch q.Op {
 	case gojq.OpAdd:
@@ -388,38 +383,18 @@ func (r *rewriter) query(q *gojq.Query) {
 	// is 11, 12, 21, 22. The bindings keep that order.
 	src := fmt.Sprintf("(%s) as $__muster_r | (%s) as $__muster_l | %s(%s; %q; $__muster_l; $__muster_r) | $__muster_l %s $__muster_r",
 		q.Right, q.Left, guardBinop, budgetVar, op, op)
-	nq := r.parse(src)
-	if nq == nil {
-		return
-	}
-	*q = gojq.Query{FuncDefs: q.FuncDefs, Term: &gojq.Term{Type: gojq.TermTypeQuery, Query: nq}}
-}
-
-func (r *rewriter) pattern(p *gojq.Pattern) {
-	if p == nil {
-		return
-	}
-	for _, e := range p.Array {
-		r.pattern(e)
-	}
-	for _, o := range p.Object {
-		r.str(o.KeyString)
-		r.query(o.KeyQuery)
-		r.pattern(o.Val)
+	if nq := r.parse(src); nq != nil {
+		*q = gojq.Query{FuncDefs: q.FuncDefs, Term: &gojq.Term{Type: gojq.TermTypeQuery, Query: nq}}
 	}
 }
 
-// str guards every interpolated part of a string: gojq turns it into text
-// as tostring does.
-func (r *rewriter) str(s *gojq.String) {
-	if s == nil {
-		return
-	}
+// interpolation guards every interpolated part of a string: gojq turns it
+// into text as tostring does.
+func (r *rewriter) interpolation(s *gojq.String) {
 	for i, q := range s.Queries {
 		if q.Term != nil && q.Term.Type == gojq.TermTypeString && q.Term.Str != nil && len(q.Term.Str.Queries) == 0 && q.Op == 0 {
 			continue // a literal part
 		}
-		r.query(q)
 		// gojq joins the parts with +, copying the text built so far at
 		// each part: with k parts the copies add up to at most k times the
 		// result, so each part is charged k times its text.
@@ -432,86 +407,24 @@ func (r *rewriter) str(s *gojq.String) {
 	}
 }
 
-func (r *rewriter) index(x *gojq.Index) {
-	if x == nil {
+// growth guards the functions that can build values bigger than their
+// input.
+func (r *rewriter) growth(t *gojq.Term) {
+	if t.Type != gojq.TermTypeFunc {
 		return
 	}
-	r.str(x.Str)
-	r.query(x.Start)
-	r.query(x.End)
-}
-
-func (r *rewriter) term(t *gojq.Term) {
-	if t == nil || r.err != nil {
+	key := funcKey(t.Func.Name, len(t.Func.Args))
+	var src string
+	switch {
+	case key == "join/1":
+		src = fmt.Sprintf("(%s) as $__muster_sep | %s(%s; $__muster_sep) | join($__muster_sep)", t.Func.Args[0], guardJoin, budgetVar)
+	case growthFactor[key] > 0:
+		src = fmt.Sprintf("%s(%s; %d) | %s", guardIn, budgetVar, growthFactor[key], t.Func)
+	default:
 		return
 	}
-	switch t.Type {
-	case gojq.TermTypeFunc:
-		for _, a := range t.Func.Args {
-			r.query(a)
-		}
-		key := fmt.Sprintf("%s/%d", t.Func.Name, len(t.Func.Args))
-		var src string
-		switch {
-		case key == "join/1":
-			src = fmt.Sprintf("(%s) as $__muster_sep | %s(%s; $__muster_sep) | join($__muster_sep)", t.Func.Args[0], guardJoin, budgetVar)
-		case growthFactor[key] > 0:
-			src = fmt.Sprintf("%s(%s; %d) | %s", guardIn, budgetVar, growthFactor[key], t.Func)
-		default:
-			break
-		}
-		if src != "" {
-			if nq := r.parse(src); nq != nil {
-				t.Type, t.Func, t.Query = gojq.TermTypeQuery, nil, nq
-			}
-		}
-	case gojq.TermTypeIndex:
-		r.index(t.Index)
-	case gojq.TermTypeObject:
-		for _, kv := range t.Object.KeyVals {
-			r.str(kv.KeyString)
-			r.query(kv.KeyQuery)
-			r.query(kv.Val)
-		}
-	case gojq.TermTypeArray:
-		r.query(t.Array.Query)
-	case gojq.TermTypeUnary:
-		r.term(t.Unary.Term)
-	case gojq.TermTypeString:
-		r.str(t.Str)
-	case gojq.TermTypeIf:
-		r.query(t.If.Cond)
-		r.query(t.If.Then)
-		for _, e := range t.If.Elif {
-			r.query(e.Cond)
-			r.query(e.Then)
-		}
-		r.query(t.If.Else)
-	case gojq.TermTypeTry:
-		r.query(t.Try.Body)
-		r.query(t.Try.Catch)
-	case gojq.TermTypeReduce:
-		r.query(t.Reduce.Query)
-		for _, p := range t.Reduce.Patterns {
-			r.pattern(p)
-		}
-		r.query(t.Reduce.Start)
-		r.query(t.Reduce.Update)
-	case gojq.TermTypeForeach:
-		r.query(t.Foreach.Query)
-		for _, p := range t.Foreach.Patterns {
-			r.pattern(p)
-		}
-		r.query(t.Foreach.Start)
-		r.query(t.Foreach.Update)
-		r.query(t.Foreach.Extract)
-	case gojq.TermTypeLabel:
-		r.query(t.Label.Body)
-	case gojq.TermTypeQuery:
-		r.query(t.Query)
-	}
-	for _, s := range t.SuffixList {
-		r.index(s.Index)
+	if nq := r.parse(src); nq != nil {
+		t.Type, t.Func, t.Query = gojq.TermTypeQuery, nil, nq
 	}
 }
 
@@ -523,21 +436,21 @@ func (r *rewriter) term(t *gojq.Term) {
 func recursion(q *gojq.Query) string {
 	calls := map[string]map[string]bool{} // def → names it calls
 	var defs []string
-	visitAll(q, func(q *gojq.Query) {
+	(&jqVisitor{query: func(q *gojq.Query) {
 		for _, fd := range q.FuncDefs {
-			key := fmt.Sprintf("%s/%d", fd.Name, len(fd.Args))
+			key := funcKey(fd.Name, len(fd.Args))
 			if calls[key] == nil {
 				calls[key] = map[string]bool{}
 				defs = append(defs, key)
 			}
 			into := calls[key]
-			visitAll(fd.Body, nil, func(t *gojq.Term) {
+			(&jqVisitor{term: func(t *gojq.Term) {
 				if t.Type == gojq.TermTypeFunc {
-					into[fmt.Sprintf("%s/%d", t.Func.Name, len(t.Func.Args))] = true
+					into[funcKey(t.Func.Name, len(t.Func.Args))] = true
 				}
-			})
+			}}).walk(fd.Body)
 		}
-	}, nil)
+	}}).walk(q)
 	sort.Strings(defs)
 	// Depth-first search for a cycle.
 	const (
@@ -573,119 +486,4 @@ func recursion(q *gojq.Query) string {
 		}
 	}
 	return ""
-}
-
-// visitAll calls onQuery for every query and onTerm for every term of q,
-// function bodies, patterns and string interpolations included.
-func visitAll(q *gojq.Query, onQuery func(*gojq.Query), onTerm func(*gojq.Term)) {
-	var query func(q *gojq.Query)
-	var term func(t *gojq.Term)
-	var str func(s *gojq.String)
-	var pattern func(p *gojq.Pattern)
-	str = func(s *gojq.String) {
-		if s != nil {
-			for _, q := range s.Queries {
-				query(q)
-			}
-		}
-	}
-	pattern = func(p *gojq.Pattern) {
-		if p == nil {
-			return
-		}
-		for _, e := range p.Array {
-			pattern(e)
-		}
-		for _, o := range p.Object {
-			str(o.KeyString)
-			query(o.KeyQuery)
-			pattern(o.Val)
-		}
-	}
-	index := func(x *gojq.Index) {
-		if x != nil {
-			str(x.Str)
-			query(x.Start)
-			query(x.End)
-		}
-	}
-	query = func(q *gojq.Query) {
-		if q == nil {
-			return
-		}
-		if onQuery != nil {
-			onQuery(q)
-		}
-		for _, fd := range q.FuncDefs {
-			query(fd.Body)
-		}
-		term(q.Term)
-		query(q.Left)
-		query(q.Right)
-		for _, p := range q.Patterns {
-			pattern(p)
-		}
-	}
-	term = func(t *gojq.Term) {
-		if t == nil {
-			return
-		}
-		if onTerm != nil {
-			onTerm(t)
-		}
-		switch t.Type {
-		case gojq.TermTypeFunc:
-			for _, a := range t.Func.Args {
-				query(a)
-			}
-		case gojq.TermTypeIndex:
-			index(t.Index)
-		case gojq.TermTypeObject:
-			for _, kv := range t.Object.KeyVals {
-				str(kv.KeyString)
-				query(kv.KeyQuery)
-				query(kv.Val)
-			}
-		case gojq.TermTypeArray:
-			query(t.Array.Query)
-		case gojq.TermTypeUnary:
-			term(t.Unary.Term)
-		case gojq.TermTypeFormat, gojq.TermTypeString:
-			str(t.Str)
-		case gojq.TermTypeIf:
-			query(t.If.Cond)
-			query(t.If.Then)
-			for _, e := range t.If.Elif {
-				query(e.Cond)
-				query(e.Then)
-			}
-			query(t.If.Else)
-		case gojq.TermTypeTry:
-			query(t.Try.Body)
-			query(t.Try.Catch)
-		case gojq.TermTypeReduce:
-			query(t.Reduce.Query)
-			for _, p := range t.Reduce.Patterns {
-				pattern(p)
-			}
-			query(t.Reduce.Start)
-			query(t.Reduce.Update)
-		case gojq.TermTypeForeach:
-			query(t.Foreach.Query)
-			for _, p := range t.Foreach.Patterns {
-				pattern(p)
-			}
-			query(t.Foreach.Start)
-			query(t.Foreach.Update)
-			query(t.Foreach.Extract)
-		case gojq.TermTypeLabel:
-			query(t.Label.Body)
-		case gojq.TermTypeQuery:
-			query(t.Query)
-		}
-		for _, s := range t.SuffixList {
-			index(s.Index)
-		}
-	}
-	query(q)
 }
