@@ -1,12 +1,9 @@
 package definition
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"math"
 	"reflect"
@@ -14,11 +11,11 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"github.com/muster-io/muster/internal/closest"
+	"github.com/muster-io/muster/internal/yamldoc"
 )
 
 // Decode reads one definition (YAML or JSON) strictly: unknown fields,
@@ -36,29 +33,19 @@ func Decode(data []byte) (*kartav1alpha1.Karta, error) {
 // DecodeAll reads every document of a multi-document YAML stream; empty
 // documents are skipped. An error names the document (1-based).
 func DecodeAll(data []byte) ([]*kartav1alpha1.Karta, error) {
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	var out []*kartav1alpha1.Karta
-	for n := 1; ; n++ {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
+	docs, err := yamldoc.Split(data, true)
+	if err != nil {
+		return nil, fmt.Errorf("decode definition: %w", err)
+	}
+	out := make([]*kartav1alpha1.Karta, 0, len(docs))
+	for _, d := range docs {
+		k, err := decodeJSON(d.JSON)
 		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", n, err)
-		}
-		j, err := yaml.YAMLToJSONStrict(doc)
-		if err != nil {
-			return nil, fmt.Errorf("document %d: decode definition: %s", n, strings.TrimPrefix(err.Error(), "error converting YAML to JSON: "))
-		}
-		if t := bytes.TrimSpace(j); len(t) == 0 || string(t) == "null" {
-			continue
-		}
-		k, err := decodeJSON(j)
-		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", n, err)
+			return nil, fmt.Errorf("document %d: %w", d.N, err)
 		}
 		out = append(out, k)
 	}
+	return out, nil
 }
 
 var kartaType = reflect.TypeFor[kartav1alpha1.Karta]()

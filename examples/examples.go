@@ -13,18 +13,15 @@
 package examples
 
 import (
-	"bufio"
-	"bytes"
 	"embed"
-	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"sort"
 	"strings"
 
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/muster-io/muster/internal/yamldoc"
 )
 
 //go:embed *.yaml
@@ -145,22 +142,13 @@ func Parse(file string, data []byte) (Example, error) {
 // documents splits a YAML stream into its non-empty documents (comments
 // alone do not make a document).
 func documents(data []byte) ([][]byte, error) {
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	var out [][]byte
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		var v any
-		if err := yaml.Unmarshal(doc, &v); err != nil {
-			return nil, err
-		}
-		if v != nil {
-			out = append(out, doc)
-		}
+	docs, err := yamldoc.Split(data, false)
+	if err != nil {
+		return nil, err
 	}
+	out := make([][]byte, len(docs))
+	for i, d := range docs {
+		out[i] = d.YAML
+	}
+	return out, nil
 }

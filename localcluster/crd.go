@@ -1,11 +1,8 @@
 package localcluster
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"time"
@@ -13,9 +10,10 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/muster-io/muster/internal/yamldoc"
 )
 
 // InstallCRD creates (or updates) crd and waits until it is Established and
@@ -105,40 +103,15 @@ func DecodeCRDs(data []byte) ([]*apiextensionsv1.CustomResourceDefinition, error
 // SplitYAML splits a multi-document YAML stream into JSON documents, dropping
 // empty ones (comments only, a leading "---").
 func SplitYAML(data []byte) ([][]byte, error) {
-	r := utilyaml.NewYAMLReader(bufioReader(data))
-	var docs [][]byte
-	for i := 1; ; i++ {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return docs, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", i, err)
-		}
-		if len(bytes.TrimSpace(stripComments(doc))) == 0 {
-			continue
-		}
-		j, err := yaml.YAMLToJSON(doc)
-		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", i, err)
-		}
-		if string(j) == "null" {
-			continue
-		}
-		docs = append(docs, j)
+	docs, err := yamldoc.Split(data, false)
+	if err != nil {
+		return nil, err
 	}
-}
-
-func stripComments(doc []byte) []byte {
-	var b bytes.Buffer
-	for _, line := range strings.Split(string(doc), "\n") {
-		if strings.HasPrefix(strings.TrimSpace(line), "#") {
-			continue
-		}
-		b.WriteString(line)
-		b.WriteByte('\n')
+	out := make([][]byte, len(docs))
+	for i, d := range docs {
+		out[i] = d.JSON
 	}
-	return b.Bytes()
+	return out, nil
 }
 
 // PermissiveCRD builds a CRD for tests that accepts any spec and status

@@ -7,23 +7,19 @@
 package manifestrender
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"sort"
-	"strings"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
-	"sigs.k8s.io/yaml"
+
+	"github.com/muster-io/muster/internal/yamldoc"
 )
 
 // Namespace is where muster runs.
@@ -87,32 +83,25 @@ func Helm(chartDir string, values map[string]any) ([]*unstructured.Unstructured,
 // Decode splits a multi-document YAML stream into objects, dropping empty
 // documents. A document without apiVersion or kind is an error.
 func Decode(data []byte) ([]*unstructured.Unstructured, error) {
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	docs, err := yamldoc.Split(data, false)
+	if err != nil {
+		return nil, err
+	}
 	var out []*unstructured.Unstructured
-	for i := 1; ; i++ {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", i, err)
-		}
-		j, err := yaml.YAMLToJSON(doc)
-		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", i, err)
-		}
-		if t := strings.TrimSpace(string(j)); t == "null" || t == "{}" || t == "" {
-			continue
+	for _, d := range docs {
+		if string(bytes.TrimSpace(d.JSON)) == "{}" {
+			continue // a template that rendered to nothing but a separator
 		}
 		obj := &unstructured.Unstructured{}
-		if err := json.Unmarshal(j, &obj.Object); err != nil {
-			return nil, fmt.Errorf("document %d: %w", i, err)
+		if err := json.Unmarshal(d.JSON, &obj.Object); err != nil {
+			return nil, fmt.Errorf("document %d: %w", d.N, err)
 		}
 		if obj.GetAPIVersion() == "" || obj.GetKind() == "" {
-			return nil, fmt.Errorf("document %d (%q): apiVersion and kind are required", i, obj.GetName())
+			return nil, fmt.Errorf("document %d (%q): apiVersion and kind are required", d.N, obj.GetName())
 		}
 		out = append(out, obj)
 	}
+	return out, nil
 }
 
 // Key identifies an object: kind, namespace and name.
