@@ -1,7 +1,12 @@
-package manifests_test
+// The tests of the shipped manifests (manifests/): rendered both ways a user
+// installs them and compared, checked against the scheduler configuration,
+// the chart's CRD copies and the Dockerfile. They run from the manifests
+// directory, as a user's kubectl apply -k does.
+package manifestrender_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +27,14 @@ import (
 )
 
 const chartDir = "helm/muster"
+
+func TestMain(m *testing.M) {
+	if err := os.Chdir(filepath.Join("..", "..", "manifests")); err != nil {
+		fmt.Fprintln(os.Stderr, "manifests directory:", err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
 
 func kustomized(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
