@@ -144,7 +144,7 @@ func NewController(ctx context.Context, c Clients, defs Definitions, recorder re
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	RegisterMetrics()
+	registerMetrics()
 	ctrl := &Controller{
 		kube: c.Kube, pgClient: c.PodGroups, defs: defs, recorder: recorder, opts: opts, clock: opts.Clock,
 		schedulers: map[string]bool{},

@@ -7,13 +7,13 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 )
 
-// Error reasons counted by muster_podgrouper_errors_total (with
-// reasonAnnotation in sync.go). Constant strings: a reason per distinct
-// message would explode the series.
+// Error reasons counted by muster_podgrouper_errors_total. Constant
+// strings: a reason per distinct message would explode the series.
 const (
 	reasonOwners      = "owners"       // owner chain could not be walked
 	reasonRoot        = "root"         // workload object could not be read
 	reasonDefinition  = "definition"   // definition invalid or its evaluation failed (the pods wait)
+	reasonAnnotation  = "annotation"   // a workload annotation muster reads is invalid (the pods wait)
 	reasonPodGroup    = "podgroup"     // PodGroup create/update failed
 	reasonPodPatch    = "pod_patch"    // pod label/annotation patch failed
 	reasonKartaDecode = "karta"        // a cluster Karta is invalid
@@ -50,9 +50,9 @@ var (
 	registerOnce sync.Once
 )
 
-// RegisterMetrics registers the pod-grouper metrics with the legacy registry
+// registerMetrics registers the pod-grouper metrics with the legacy registry
 // served on /metrics. It is safe to call more than once.
-func RegisterMetrics() {
+func registerMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(reconcileDuration, podToPodGroup, errorsTotal)
 	})

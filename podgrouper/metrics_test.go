@@ -6,7 +6,7 @@ import "testing"
 // muster_<component>_ scheme as the gang plugin's, and never renamed by a
 // refactoring.
 func TestMetricNames(t *testing.T) {
-	RegisterMetrics()
+	registerMetrics()
 	for _, tc := range []struct {
 		metric interface{ FQName() string }
 		want   string

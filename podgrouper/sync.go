@@ -39,10 +39,6 @@ const (
 	eventReasonGangUnknown = "GangUnknown"
 )
 
-// reasonAnnotation counts pods held because a workload annotation is
-// invalid (the errors_total label beside those of metrics.go).
-const reasonAnnotation = "annotation"
-
 // maxEventMessage caps event notes: a definition's expression or error can
 // be as long as the CRD allows, and an event is kept in etcd and printed by
 // kubectl describe.

@@ -16,6 +16,9 @@ import (
 
 	// Registers the JSON log format (--logging-format=json, zap).
 	_ "k8s.io/component-base/logs/json/register"
+	// The workqueue metrics (depth, adds, latency, retries) of the
+	// pod-grouper's queues, as kube-controller-manager serves them.
+	_ "k8s.io/component-base/metrics/prometheus/workqueue"
 
 	"github.com/muster-io/muster/podgrouper"
 )

@@ -3,7 +3,10 @@ package app
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+
+	"k8s.io/client-go/util/workqueue"
 )
 
 func TestMuxEndpoints(t *testing.T) {
@@ -28,5 +31,19 @@ func TestMuxEndpoints(t *testing.T) {
 		if rec.Code != tc.want {
 			t.Errorf("profiling=%v synced=%v GET %s: %d, want %d", tc.profiling, tc.synced, tc.path, rec.Code, tc.want)
 		}
+	}
+}
+
+// TestWorkqueueMetrics: /metrics serves the workqueue series of named
+// queues, as the README promises for the pod-grouper's two queues.
+func TestWorkqueueMetrics(t *testing.T) {
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "muster_test_queue"})
+	defer q.ShutDown()
+	q.Add("a")
+	rec := httptest.NewRecorder()
+	newMux(false, func() bool { return true }).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if want := `workqueue_adds_total{name="muster_test_queue"} 1`; !strings.Contains(rec.Body.String(), want) {
+		t.Errorf("/metrics lacks %s", want)
 	}
 }
