@@ -59,7 +59,7 @@ func (c *Controller) updatePod(oldObj, newObj any) {
 }
 
 // ourKeys are the pod labels and annotations the pod-grouper writes.
-var ourKeys = []string{api.LabelPodGroup, api.AnnotationGang, api.AnnotationGangReason}
+var ourKeys = []string{api.LabelPodGroup, api.AnnotationGrouping, api.AnnotationGroupingReason, api.AnnotationGang, api.LegacyAnnotationGangReason}
 
 func withoutOurKeys(m map[string]string) map[string]string {
 	out := maps.Clone(m)
@@ -71,7 +71,8 @@ func withoutOurKeys(m map[string]string) map[string]string {
 
 // ourMarks is what the pod carries of the keys the pod-grouper writes.
 func ourMarks(p *corev1.Pod) string {
-	return p.Labels[api.LabelPodGroup] + "\x00" + p.Annotations[api.AnnotationGang] + "\x00" + p.Annotations[api.AnnotationGangReason]
+	return p.Labels[api.LabelPodGroup] + "\x00" + p.Annotations[api.AnnotationGrouping] + "\x00" + p.Annotations[api.AnnotationGroupingReason] +
+		"\x00" + p.Annotations[api.AnnotationGang] + "\x00" + p.Annotations[api.LegacyAnnotationGangReason]
 }
 
 // deletePod forgets the pod; nothing is written for a deleted pod (its

@@ -381,17 +381,13 @@ func (c *Controller) labelMember(ctx context.Context, pod *corev1.Pod, pgName st
 	if pod.Labels[api.LabelPodGroup] != pgName {
 		labels[api.LabelPodGroup] = pgName
 	}
-	for _, k := range []string{api.AnnotationGang, api.AnnotationGangReason} {
-		if _, ok := pod.Annotations[k]; ok {
-			annotations[k] = nil
-		}
-	}
+	dropMarker(pod, annotations)
 	if len(labels) > 0 {
 		// The cached pod may not show our own gang-free marker yet (written
 		// a moment ago); removing an absent key is a no-op, so always drop
 		// it along with the label.
-		annotations[api.AnnotationGang] = nil
-		annotations[api.AnnotationGangReason] = nil
+		annotations[api.AnnotationGrouping] = nil
+		annotations[api.AnnotationGroupingReason] = nil
 	}
 	if err := c.patchPod(ctx, pod, labels, annotations); err != nil {
 		return err
@@ -400,6 +396,28 @@ func (c *Controller) labelMember(ctx context.Context, pod *corev1.Pod, pgName st
 		podToPodGroup.Observe(c.clock.Since(pod.CreationTimestamp.Time).Seconds())
 	}
 	return nil
+}
+
+// dropMarker removes the gang-free marker from pod, under either key.
+func dropMarker(pod *corev1.Pod, annotations map[string]any) {
+	for _, k := range []string{api.AnnotationGrouping, api.AnnotationGroupingReason} {
+		if _, ok := pod.Annotations[k]; ok {
+			annotations[k] = nil
+		}
+	}
+	dropLegacyMarker(pod, annotations)
+}
+
+// dropLegacyMarker removes the marker of earlier releases (muster.io/gang:
+// none). Only that value is muster's: on a bare Pod, muster.io/gang: off is
+// its user's opt-out and stays.
+func dropLegacyMarker(pod *corev1.Pod, annotations map[string]any) {
+	if pod.Annotations[api.AnnotationGang] == api.GangNone {
+		annotations[api.AnnotationGang] = nil
+	}
+	if _, ok := pod.Annotations[api.LegacyAnnotationGangReason]; ok {
+		annotations[api.LegacyAnnotationGangReason] = nil
+	}
 }
 
 // markAlone marks pod to be scheduled alone, and drops a pod-group label of
@@ -411,12 +429,13 @@ func (c *Controller) markAlone(ctx context.Context, pod *corev1.Pod, reason stri
 	if _, ok := pod.Labels[api.LabelPodGroup]; ok {
 		labels[api.LabelPodGroup] = nil
 	}
-	if pod.Annotations[api.AnnotationGang] != api.GangNone {
-		annotations[api.AnnotationGang] = api.GangNone
+	if pod.Annotations[api.AnnotationGrouping] != api.GroupingNone {
+		annotations[api.AnnotationGrouping] = api.GroupingNone
 	}
-	if pod.Annotations[api.AnnotationGangReason] != reason {
-		annotations[api.AnnotationGangReason] = reason
+	if pod.Annotations[api.AnnotationGroupingReason] != reason {
+		annotations[api.AnnotationGroupingReason] = reason
 	}
+	dropLegacyMarker(pod, annotations)
 	// Our own label may not be in the cached pod yet: drop it too when our
 	// last write set one.
 	if w, ok := c.written.Load(pod.UID); ok && len(annotations) > 0 && !strings.HasPrefix(w.(string), "\x00") {

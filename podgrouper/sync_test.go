@@ -210,7 +210,14 @@ func TestSync(t *testing.T) {
 		},
 		{
 			name:       "gang-free marker dropped when the pod joins a gang",
-			pod:        makePod("p0", job, withAnnotation(api.AnnotationGang, api.GangNone), withAnnotation(api.AnnotationGangReason, "old")),
+			pod:        makePod("p0", job, withAnnotation(api.AnnotationGrouping, api.GroupingNone), withAnnotation(api.AnnotationGroupingReason, "old")),
+			wantLabel:  "train",
+			wantWrites: []string{"patch pods", "create podgroups"},
+			wantPG:     desiredPodGroup("train", "ns", trainer.unstructured(), "trainer", trainerGang(3).gangs["p0"], nil),
+		},
+		{
+			name:       "the marker of earlier releases is dropped too when the pod joins a gang",
+			pod:        makePod("p0", job, withAnnotation(api.AnnotationGang, api.GangNone), withAnnotation(api.LegacyAnnotationGangReason, "old")),
 			wantLabel:  "train",
 			wantWrites: []string{"patch pods", "create podgroups"},
 			wantPG:     desiredPodGroup("train", "ns", trainer.unstructured(), "trainer", trainerGang(3).gangs["p0"], nil),
@@ -249,10 +256,10 @@ func TestSync(t *testing.T) {
 				t.Errorf("pod-group label = %q, want %q", got, tc.wantLabel)
 			}
 			if tc.wantReason != "" {
-				if pod.Annotations[api.AnnotationGang] != api.GangNone || !strings.Contains(pod.Annotations[api.AnnotationGangReason], tc.wantReason) {
+				if pod.Annotations[api.AnnotationGrouping] != api.GroupingNone || !strings.Contains(pod.Annotations[api.AnnotationGroupingReason], tc.wantReason) {
 					t.Errorf("gang annotations = %v, want none with reason containing %q", pod.Annotations, tc.wantReason)
 				}
-			} else if _, ok := pod.Annotations[api.AnnotationGang]; ok {
+			} else if api.ScheduledAlone(pod.Annotations) || pod.Annotations[api.LegacyAnnotationGangReason] != "" || pod.Annotations[api.AnnotationGroupingReason] != "" {
 				t.Errorf("pod marked gang-free: %v", pod.Annotations)
 			}
 			events := w.events()

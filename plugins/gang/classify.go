@@ -30,7 +30,7 @@ func (p *Plugin) classify(pod *v1.Pod) (podKind, types.NamespacedName) {
 	if name := pod.Labels[api.LabelPodGroup]; name != "" {
 		return kindMember, types.NamespacedName{Namespace: pod.Namespace, Name: name}
 	}
-	if pod.Annotations[api.AnnotationGang] == api.GangNone || !p.requirePodGrouper {
+	if api.ScheduledAlone(pod.Annotations) || !p.requirePodGrouper {
 		return kindFree, types.NamespacedName{}
 	}
 	return kindUnlabelled, types.NamespacedName{}

@@ -5,6 +5,6 @@
 //
 // Pods with spec.schedulingGroup belong to native Kubernetes PodGroups and are
 // left to the in-tree GangScheduling plugin; pods marked gang-free
-// (muster.io/gang=none) are scheduled alone. See cmd/muster-scheduler/README.md
+// (muster.io/grouping=none) are scheduled alone. See cmd/muster-scheduler/README.md
 // for the configuration and the exact all-or-nothing guarantee.
 package gang

@@ -92,7 +92,7 @@ func (p *Plugin) Less(a, b fwk.QueuedEntityInfo) bool {
 
 // Reasons a pod waits before the queue. They are fixed phrases plus names.
 const (
-	reasonWaitGrouper  = "waiting for the pod-grouper to label the pod (" + api.LabelPodGroup + " label or " + api.AnnotationGang + "=" + api.GangNone + " annotation)"
+	reasonWaitGrouper  = "waiting for the pod-grouper to label the pod (" + api.LabelPodGroup + " label or " + api.AnnotationGrouping + "=" + api.GroupingNone + " annotation)"
 	reasonWaitInformer = "waiting for the PodGroup cache to sync (is the scheduling.x-k8s.io PodGroup CRD installed?)"
 )
 

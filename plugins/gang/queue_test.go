@@ -28,6 +28,11 @@ func created(d time.Duration) podOpt {
 	return func(p *v1.Pod) { p.CreationTimestamp = metav1.NewTime(t0.Add(d)) }
 }
 func gangFree(p *v1.Pod) {
+	p.Annotations = map[string]string{api.AnnotationGrouping: api.GroupingNone}
+}
+
+// legacyGangFree is the pod marker of earlier releases, still honoured.
+func legacyGangFree(p *v1.Pod) {
 	p.Annotations = map[string]string{api.AnnotationGang: api.GangNone}
 }
 func native(p *v1.Pod) {
@@ -90,6 +95,7 @@ func TestClassify(t *testing.T) {
 	}{
 		{"member", testPod("m", inGang("pg")), true, kindMember},
 		{"gang-free marker", testPod("f", gangFree), true, kindFree},
+		{"gang-free marker of earlier releases", testPod("f", legacyGangFree), true, kindFree},
 		{"unlabelled waits for the pod-grouper", testPod("u"), true, kindUnlabelled},
 		{"unlabelled without a pod-grouper is alone", testPod("u"), false, kindFree},
 		{"native wins over the label", testPod("n", native, inGang("pg")), true, kindNative},

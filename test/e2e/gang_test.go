@@ -166,7 +166,7 @@ func TestGangFragmentation(t *testing.T) {
 	}
 	waitUnschedulable(t, ns, "big-1", "no node has room for one member", gangTimeout)
 	// Nothing reserved: a gang-free pod can take the whole of one node.
-	createGangPods(t, ns, 4, podSpec{name: "free", scheduler: sched, pool: ns, gpus: 4, annotations: map[string]string{api.AnnotationGang: api.GangNone},
+	createGangPods(t, ns, 4, podSpec{name: "free", scheduler: sched, pool: ns, gpus: 4, annotations: map[string]string{api.AnnotationGrouping: api.GroupingNone},
 		mutate: func(p *corev1.Pod) { p.Labels["gang"] = "free" }})
 	waitGangBound(t, ns, "free", 4, gangTimeout)
 }
@@ -340,7 +340,7 @@ func TestGangWaitsForPodGrouper(t *testing.T) {
 	if p.Spec.NodeName != "" {
 		t.Fatalf("unlabelled pod bound to %s without the pod-grouper", p.Spec.NodeName)
 	}
-	p.Annotations = map[string]string{api.AnnotationGang: api.GangNone}
+	p.Annotations = map[string]string{api.AnnotationGrouping: api.GroupingNone}
 	if _, err := controlPlane.Client.CoreV1().Pods(ns).Update(context.Background(), p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +390,7 @@ func TestGangMixedWithNative(t *testing.T) {
 	createPodGroup(t, ns, "mg", 2, nil)
 	createGangPods(t, ns, 2, podSpec{name: "mg", scheduler: sched, pool: ns, gang: "mg", gpus: 1})
 	createGangPods(t, ns, 1, podSpec{name: "free", scheduler: sched, pool: ns, gpus: 1,
-		annotations: map[string]string{api.AnnotationGang: api.GangNone},
+		annotations: map[string]string{api.AnnotationGrouping: api.GroupingNone},
 		mutate:      func(p *corev1.Pod) { p.Labels["gang"] = "free" }})
 	waitGangBound(t, ns, "nfit", 3, gangTimeout)
 	waitGangBound(t, ns, "mg", 2, gangTimeout)

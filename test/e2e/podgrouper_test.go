@@ -321,15 +321,14 @@ func pgrWaitPods(t testing.TB, ns, selector string, n int, what string, ok func(
 
 func pgrInGroup(name string) func(*corev1.Pod) bool {
 	return func(p *corev1.Pod) bool {
-		_, alone := p.Annotations[api.AnnotationGang]
-		return p.Labels[api.LabelPodGroup] == name && !alone
+		return p.Labels[api.LabelPodGroup] == name && !api.ScheduledAlone(p.Annotations)
 	}
 }
 
 func pgrAlone(reasonPart string) func(*corev1.Pod) bool {
 	return func(p *corev1.Pod) bool {
-		return p.Annotations[api.AnnotationGang] == api.GangNone &&
-			strings.Contains(p.Annotations[api.AnnotationGangReason], reasonPart) &&
+		return p.Annotations[api.AnnotationGrouping] == api.GroupingNone &&
+			strings.Contains(p.Annotations[api.AnnotationGroupingReason], reasonPart) &&
 			p.Labels[api.LabelPodGroup] == ""
 	}
 }
@@ -1019,9 +1018,9 @@ func pgrCheckFixture(t *testing.T, ns, defName, workload string, want pgrFixture
 			l := p.Labels[api.LabelPodGroup]
 			labels[podName] = l
 			switch {
-			case exp.Gang == "" && (l != "" || p.Annotations[api.AnnotationGang] != api.GangNone):
+			case exp.Gang == "" && (l != "" || p.Annotations[api.AnnotationGrouping] != api.GroupingNone):
 				bad = append(bad, fmt.Sprintf("%s: want alone, label %q annotations %v", podName, l, p.Annotations))
-			case exp.Gang != "" && (l == "" || p.Annotations[api.AnnotationGang] != ""):
+			case exp.Gang != "" && (l == "" || api.ScheduledAlone(p.Annotations)):
 				bad = append(bad, fmt.Sprintf("%s: want gang %s, label %q annotations %v", podName, exp.Gang, l, p.Annotations))
 			}
 		}

@@ -182,9 +182,9 @@ func TestSandboxExamples(t *testing.T) {
 		t.Errorf("Deployment embeddings: %d pods, want 2", len(depPods))
 	}
 	for _, p := range depPods {
-		if p.Spec.NodeName == "" || p.Annotations[api.AnnotationGang] != api.GangNone || p.Labels[api.LabelPodGroup] != "" {
+		if p.Spec.NodeName == "" || p.Annotations[api.AnnotationGrouping] != api.GroupingNone || p.Labels[api.LabelPodGroup] != "" {
 			t.Errorf("Deployment pod %s: node %q, %s=%q, PodGroup label %q; want bound and gang-free", p.Name,
-				p.Spec.NodeName, api.AnnotationGang, p.Annotations[api.AnnotationGang], p.Labels[api.LabelPodGroup])
+				p.Spec.NodeName, api.AnnotationGrouping, p.Annotations[api.AnnotationGrouping], p.Labels[api.LabelPodGroup])
 		}
 	}
 	if pgs := sb.podGroupsOf(t, ns, "Deployment", "embeddings"); len(pgs) != 0 {
