@@ -135,8 +135,9 @@ func fcRun(t *testing.T, ns, kind, name, sched string, replicas, n int) *unstruc
 func fcSelector(name string) string { return fcRunLabel + "=" + name }
 
 // fcWaiting is a Condition on the n pods of ns matching selector: none is
-// labelled with a PodGroup nor marked to be scheduled alone, so each waits
-// in the scheduler.
+// labelled with a PodGroup nor marked to be scheduled alone (under the
+// current marker or the earlier one, api.ScheduledAlone), so each waits in
+// the scheduler.
 func fcWaiting(ns, selector string, n int) localcluster.Condition {
 	return func(ctx context.Context) (bool, string, error) {
 		l, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
@@ -145,7 +146,7 @@ func fcWaiting(ns, selector string, n int) localcluster.Condition {
 		}
 		var written []string
 		for _, p := range l.Items {
-			if _, marked := p.Annotations[api.AnnotationGang]; marked || p.Labels[api.LabelPodGroup] != "" {
+			if api.ScheduledAlone(p.Annotations) || p.Labels[api.LabelPodGroup] != "" {
 				written = append(written, fmt.Sprintf("%s label %q annotations %v", p.Name, p.Labels[api.LabelPodGroup], p.Annotations))
 			}
 		}
@@ -170,7 +171,7 @@ func fcGang(t testing.TB, ns, selector string, n int, name string, minMember int
 		for _, p := range l.Items {
 			pgName = p.Labels[api.LabelPodGroup]
 			labels[pgName]++
-			if _, marked := p.Annotations[api.AnnotationGang]; marked || bound && p.Spec.NodeName == "" {
+			if api.ScheduledAlone(p.Annotations) || bound && p.Spec.NodeName == "" {
 				off = append(off, fmt.Sprintf("%s node %q annotations %v", p.Name, p.Spec.NodeName, p.Annotations))
 			}
 		}
@@ -559,8 +560,10 @@ func TestFailClosedJSONNumber(t *testing.T) {
 }
 
 // TestFailClosedBarePodMarker: a bare Pod is its own workload, and the
-// pod-grouper's muster.io/gang: none on it was read back as the workload's
-// annotation ("the only value is off"). describe no longer warns about it.
+// pod-grouper's gang-free marker on it (muster.io/gang: none, the key users
+// write on workloads) was read back as the workload's annotation and
+// reported by describe ("the only value is off"). Once the pod-grouper has
+// marked the pod, describe warns about no muster annotation.
 func TestFailClosedBarePodMarker(t *testing.T) {
 	const sched = "muster-scheduler"
 	ns := testNamespace(t, "fc-bare")
@@ -575,12 +578,12 @@ func TestFailClosedBarePodMarker(t *testing.T) {
 
 	stdout, stderr, code := muster(t, "describe", "pod/bare", "-n", ns, "--color", "never")
 	t.Logf("$ muster describe pod/bare\n%s%s[exit %d]", stdout, stderr, code)
-	if code != 0 || strings.Contains(stdout+stderr, api.AnnotationGang+`: "`+api.GangNone+`"`) || strings.Contains(stdout+stderr, "the only value is") {
-		t.Errorf("muster describe pod/bare: exit %d, and it warns about the pod-grouper's own marker", code)
+	if code != 0 || strings.Contains(stdout+stderr, "muster.io/") || strings.Contains(stdout+stderr, "the only value is") {
+		t.Errorf("muster describe pod/bare: exit %d, and it warns about a muster annotation (the pod-grouper's own marker)", code)
 	}
 	d := describeJSON(t, ns, "pod/bare")
 	for _, w := range d.Warnings {
-		if strings.Contains(w, api.AnnotationGang) {
+		if strings.Contains(w, "muster.io/") {
 			t.Errorf("describe -o json warns: %s", w)
 		}
 	}
