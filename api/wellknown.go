@@ -4,6 +4,8 @@
 // the contract without linking the definition engine.
 package api
 
+import "strings"
+
 // Names on the wire shared by the pod-grouper, the plugin and the CLI
 // (shared/DESIGN.md section 4, README "What muster writes"). Change a key
 // here, in the design and in the README together.
@@ -29,9 +31,15 @@ const (
 	// AnnotationGrouping on a pod ("none") says the pod-grouper put it in
 	// no gang: it is scheduled alone.
 	AnnotationGrouping = "muster.io/grouping"
-	// AnnotationGroupingReason on a pod says why.
+	// AnnotationGroupingReason on a pod says why, in at most MaxReasonBytes
+	// (CapReason).
 	AnnotationGroupingReason = "muster.io/grouping-reason"
 	GroupingNone             = "none"
+	// GroupingWaiting on a pod says muster cannot compute its gang yet (an
+	// invalid annotation or definition, named by the reason): the scheduler
+	// keeps the pod unscheduled and shows the reason in its PodScheduled
+	// condition. Only a pod without a pod-group label gets it.
+	GroupingWaiting = "waiting"
 
 	// The pod marker of earlier releases, muster.io/gang: none with
 	// muster.io/gang-reason, was the key users write on workloads. It is
@@ -40,6 +48,12 @@ const (
 	GangNone                   = "none"
 	LegacyAnnotationGangReason = "muster.io/gang-reason"
 
+	// Pod annotations of other gang mechanisms: a pod carrying one belongs
+	// to that mechanism's PodGroup, and muster neither groups nor schedules
+	// it (ForeignGangOf).
+	AnnotationVolcanoGroup = "scheduling.k8s.io/group-name"
+	AnnotationKAIGroup     = "pod-group-name"
+
 	// PodGroup labels naming where a gang comes from.
 	LabelWorkloadKind = "muster.io/workload-kind"
 	LabelWorkloadName = "muster.io/workload-name"
@@ -47,7 +61,47 @@ const (
 )
 
 // ScheduledAlone reports whether the pod-grouper marked a pod's annotations
-// gang-free, under the current key or the earlier one.
+// gang-free, under the current key or the earlier one. The current key
+// wins when set: a pod marked waiting is not alone whatever an earlier
+// release left.
 func ScheduledAlone(podAnnotations map[string]string) bool {
-	return podAnnotations[AnnotationGrouping] == GroupingNone || podAnnotations[AnnotationGang] == GangNone
+	if v, ok := podAnnotations[AnnotationGrouping]; ok {
+		return v == GroupingNone
+	}
+	return podAnnotations[AnnotationGang] == GangNone
+}
+
+// MaxReasonBytes caps what muster writes as a reason (the grouping-reason
+// annotation, event notes): a definition's expression or error can be as
+// long as the CRD allows, and every copy is kept in etcd and printed by
+// kubectl.
+const MaxReasonBytes = 1024
+
+// CapReason cuts s to MaxReasonBytes of valid UTF-8, marking a cut with
+// "…".
+func CapReason(s string) string {
+	if len(s) <= MaxReasonBytes {
+		return s
+	}
+	return strings.ToValidUTF8(s[:MaxReasonBytes], "") + "…"
+}
+
+// ForeignGang is another gang mechanism's claim on a pod.
+type ForeignGang struct {
+	// Mechanism names it for people: "Volcano", "KAI Scheduler".
+	Mechanism string
+	// Key and Group are the annotation and its value (the PodGroup).
+	Key, Group string
+}
+
+// ForeignGangOf returns the other gang mechanism whose annotation the pod
+// carries, if any.
+func ForeignGangOf(podAnnotations map[string]string) (ForeignGang, bool) {
+	for _, f := range []ForeignGang{{Mechanism: "Volcano", Key: AnnotationVolcanoGroup}, {Mechanism: "KAI Scheduler", Key: AnnotationKAIGroup}} {
+		if v, ok := podAnnotations[f.Key]; ok {
+			f.Group = v
+			return f, true
+		}
+	}
+	return ForeignGang{}, false
 }

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -24,14 +25,6 @@ import (
 	"github.com/muster-io/muster/internal/naming"
 )
 
-// Foreign gang markers: a pod carrying one is grouped by another mechanism.
-const (
-	// annotationVolcanoGroup is Volcano's pod → PodGroup annotation.
-	annotationVolcanoGroup = "scheduling.k8s.io/group-name"
-	// annotationKAIGroup is KAI Scheduler's pod → PodGroup annotation.
-	annotationKAIGroup = "pod-group-name"
-)
-
 // Event reasons on pods.
 const (
 	eventReasonYield = "GangManagedElsewhere"
@@ -39,22 +32,10 @@ const (
 	eventReasonGangUnknown = "GangUnknown"
 )
 
-// maxEventMessage caps event notes: a definition's expression or error can
-// be as long as the CRD allows, and an event is kept in etcd and printed by
-// kubectl describe.
-const maxEventMessage = 1024
-
 // workloadNoteInterval is how often the same note is repeated on one
 // workload: every pod of a workload with a broken annotation meets the same
 // cause, and one event per pod per resync would flood the namespace.
 const workloadNoteInterval = 10 * time.Minute
-
-func capMessage(m string) string {
-	if len(m) > maxEventMessage {
-		m = strings.ToValidUTF8(m[:maxEventMessage], "") + "…"
-	}
-	return m
-}
 
 // noteWorkload records an event on the workload, at most once per
 // workloadNoteInterval for the same note.
@@ -83,9 +64,10 @@ type decision struct {
 	yieldMsg string // set when another mechanism owns the pod
 	// hold, when set, says why muster cannot compute the pod's gang (a
 	// broken definition, an evaluation error, an invalid annotation). The
-	// pod-grouper then writes nothing: the pod waits unlabelled in the
-	// scheduler instead of being scheduled alone, and a pod already in a
-	// gang keeps its label and PodGroup. Fail closed, never open.
+	// pod waits in the scheduler instead of being scheduled alone: an
+	// unlabelled pod is marked muster.io/grouping: waiting with this
+	// reason (markWaiting), and a pod already in a gang keeps its label and
+	// PodGroup. Fail closed, never open.
 	hold string
 	// workload is the object the hold is reported on.
 	workload *corev1.ObjectReference
@@ -111,7 +93,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return nil
 	}
 	if msg := foreignMarker(pod); msg != "" {
-		c.yield(pod, msg)
+		c.yield(ctx, pod, msg)
 		return nil
 	}
 	d, err := c.decide(ctx, pod)
@@ -124,14 +106,14 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	// A pod-group label we would not write names someone else's PodGroup.
 	if v := pod.Labels[api.LabelPodGroup]; v != "" && (d.gang == nil || v != d.pgName) {
 		if pg, err := c.cachedPodGroup(ns, v); err != nil || !isMusterPodGroup(pg) {
-			c.yield(pod, fmt.Sprintf("label %s=%s names a PodGroup muster did not create", api.LabelPodGroup, v))
+			c.yield(ctx, pod, fmt.Sprintf("label %s=%s names a PodGroup muster did not create", api.LabelPodGroup, v))
 			return nil
 		}
 	}
 	if d.hold != "" {
 		c.noteOnce(pod, corev1.EventTypeWarning, eventReasonGangUnknown, d.hold)
 		c.noteWorkload(d.workload, corev1.EventTypeWarning, eventReasonGangUnknown, d.hold)
-		return nil
+		return c.markWaiting(ctx, pod, d.hold)
 	}
 	if d.gang == nil {
 		return c.markAlone(ctx, pod, d.reason)
@@ -140,7 +122,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		errorsTotal.WithLabelValues(reasonPodGroup).Inc()
 		return err
 	} else if msg != "" {
-		c.yield(pod, msg)
+		c.yield(ctx, pod, msg)
 		return nil
 	}
 	return c.labelMember(ctx, pod, d.pgName)
@@ -155,19 +137,46 @@ func foreignMarker(pod *corev1.Pod) string {
 		}
 		return fmt.Sprintf("spec.schedulingGroup is set (native Kubernetes PodGroup %q)", name)
 	}
-	if v, ok := pod.Annotations[annotationVolcanoGroup]; ok {
-		return fmt.Sprintf("annotation %s=%s (Volcano PodGroup)", annotationVolcanoGroup, v)
-	}
-	if v, ok := pod.Annotations[annotationKAIGroup]; ok {
-		return fmt.Sprintf("annotation %s=%s (KAI Scheduler PodGroup)", annotationKAIGroup, v)
+	if f, ok := api.ForeignGangOf(pod.Annotations); ok {
+		return fmt.Sprintf("annotation %s=%s (%s PodGroup)", f.Key, f.Group, f.Mechanism)
 	}
 	return ""
 }
 
-// yield writes nothing and records, once per pod, why.
-func (c *Controller) yield(pod *corev1.Pod, why string) {
-	c.noteOnce(pod, corev1.EventTypeNormal, eventReasonYield,
-		"Pod already belongs to another gang mechanism: "+why+"; muster writes no PodGroup and no label for it")
+// yield writes nothing and records, once per pod, why. "Once" outlives
+// the process: a pod this process has not noted yet may have been noted by
+// the one before it (a restart, a new leader), so the events of the pod are
+// looked up first. That is one List per yielded pod per process, and
+// yielded pods are few.
+func (c *Controller) yield(ctx context.Context, pod *corev1.Pod, why string) {
+	if c.recorder == nil {
+		return
+	}
+	note := "Pod already belongs to another gang mechanism: " + why + "; muster writes no PodGroup and no label for it"
+	if _, seen := c.yielded.Load(pod.UID); !seen && c.recordedBefore(ctx, pod, eventReasonYield, note) {
+		c.yielded.Store(pod.UID, noteKey(eventReasonYield, note))
+		return
+	}
+	c.noteOnce(pod, corev1.EventTypeNormal, eventReasonYield, note)
+}
+
+// recordedBefore reports whether an event of reason with note about pod
+// exists. A failed lookup counts as none: the note repeated beats the note
+// lost.
+func (c *Controller) recordedBefore(ctx context.Context, pod *corev1.Pod, reason, note string) bool {
+	sel := fields.Set{"involvedObject.uid": string(pod.UID), "reason": reason}.AsSelector().String()
+	list, err := c.kube.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: "0"})
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Cannot look up the pod's earlier events; recording the note again", "reason", reason, "err", err)
+		return false
+	}
+	// Checked here too: not every client filters by the selector.
+	for _, e := range list.Items {
+		if e.InvolvedObject.UID == pod.UID && e.Reason == reason && e.Message == note {
+			return true
+		}
+	}
+	return false
 }
 
 // noteOnce records an event unless the same note was recorded for this pod.
@@ -175,12 +184,15 @@ func (c *Controller) noteOnce(pod *corev1.Pod, eventType, reason, note string) {
 	if c.recorder == nil {
 		return
 	}
-	if prev, ok := c.yielded.Load(pod.UID); ok && prev == reason+"\x00"+note {
+	if prev, ok := c.yielded.Load(pod.UID); ok && prev == noteKey(reason, note) {
 		return
 	}
-	c.yielded.Store(pod.UID, reason+"\x00"+note)
+	c.yielded.Store(pod.UID, noteKey(reason, note))
 	c.recorder.Event(pod, eventType, reason, note)
 }
+
+// noteKey is what c.yielded remembers of the last note on a pod.
+func noteKey(reason, note string) string { return reason + "\x00" + note }
 
 // decide resolves the pod's workload and gang.
 func (c *Controller) decide(ctx context.Context, pod *corev1.Pod) (*decision, error) {
@@ -201,7 +213,7 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod) (*decision, er
 		if e, ok := c.defs.Broken(chain[i].GVK.GroupKind()); ok {
 			errorsTotal.WithLabelValues(reasonDefinition).Inc()
 			return &decision{
-				hold: capMessage(fmt.Sprintf("Workload definition %s (%s) is invalid, so the pods of %s wait until it is fixed: %s",
+				hold: api.CapReason(fmt.Sprintf("Workload definition %s (%s) is invalid, so the pods of %s wait until it is fixed: %s",
 					e.Name, e.Source, chain[i], statusMessage(e.Err))),
 				workload: chain[i].ref(),
 			}, nil
@@ -239,11 +251,11 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod) (*decision, er
 		var ae *definition.AnnotationError
 		if errors.As(err, &ae) {
 			errorsTotal.WithLabelValues(reasonAnnotation).Inc()
-			d.hold = capMessage(fmt.Sprintf("%s: %v; the pods wait until the annotation is fixed or removed", l, ae))
+			d.hold = api.CapReason(fmt.Sprintf("%s: %v; the pods wait until the annotation is fixed or removed", l, ae))
 			return d, nil
 		}
 		errorsTotal.WithLabelValues(reasonDefinition).Inc()
-		d.hold = capMessage(fmt.Sprintf("Workload definition %s (%s) failed on %s, so its pods wait: %v; fix the definition", entry.Name, entry.Source, l, err))
+		d.hold = api.CapReason(fmt.Sprintf("Workload definition %s (%s) failed on %s, so its pods wait: %v; fix the definition", entry.Name, entry.Source, l, err))
 		return d, nil
 	case gang == nil:
 		d.reason = aloneReason(entry, root)
@@ -425,23 +437,50 @@ func dropLegacyMarker(pod *corev1.Pod, annotations map[string]any) {
 // before this point).
 func (c *Controller) markAlone(ctx context.Context, pod *corev1.Pod, reason string) error {
 	labels := map[string]any{}
-	annotations := map[string]any{}
 	if _, ok := pod.Labels[api.LabelPodGroup]; ok {
 		labels[api.LabelPodGroup] = nil
 	}
-	if pod.Annotations[api.AnnotationGrouping] != api.GroupingNone {
-		annotations[api.AnnotationGrouping] = api.GroupingNone
+	annotations := marker(pod, api.GroupingNone, reason)
+	// Our own label may not be in the cached pod yet: drop it too when our
+	// last write set one.
+	if len(annotations) > 0 && c.lastWriteLabelled(pod.UID) {
+		labels[api.LabelPodGroup] = nil
+	}
+	return c.patchPod(ctx, pod, labels, annotations)
+}
+
+// markWaiting marks an unlabelled pod muster.io/grouping: waiting with the
+// reason its gang cannot be computed. The scheduler holds such a pod and
+// shows the reason in its PodScheduled condition; a pod-group label or the
+// gang-free marker replaces the mark once the cause is gone. A member
+// (labelled, also by a write the cache does not show yet) keeps its gang,
+// and a bound pod is past waiting: neither is written.
+func (c *Controller) markWaiting(ctx context.Context, pod *corev1.Pod, reason string) error {
+	if pod.Labels[api.LabelPodGroup] != "" || pod.Spec.NodeName != "" || c.lastWriteLabelled(pod.UID) {
+		return nil
+	}
+	return c.patchPod(ctx, pod, nil, marker(pod, api.GroupingWaiting, reason))
+}
+
+// marker returns the annotation changes that mark pod with grouping value
+// and reason, dropping the marker of earlier releases.
+func marker(pod *corev1.Pod, value, reason string) map[string]any {
+	annotations := map[string]any{}
+	if pod.Annotations[api.AnnotationGrouping] != value {
+		annotations[api.AnnotationGrouping] = value
 	}
 	if pod.Annotations[api.AnnotationGroupingReason] != reason {
 		annotations[api.AnnotationGroupingReason] = reason
 	}
 	dropLegacyMarker(pod, annotations)
-	// Our own label may not be in the cached pod yet: drop it too when our
-	// last write set one.
-	if w, ok := c.written.Load(pod.UID); ok && len(annotations) > 0 && !strings.HasPrefix(w.(string), "\x00") {
-		labels[api.LabelPodGroup] = nil
-	}
-	return c.patchPod(ctx, pod, labels, annotations)
+	return annotations
+}
+
+// lastWriteLabelled reports whether this process's last write to the pod
+// left it with a pod-group label.
+func (c *Controller) lastWriteLabelled(uid types.UID) bool {
+	w, ok := c.written.Load(uid)
+	return ok && !strings.HasPrefix(w.(string), "\x00")
 }
 
 func (c *Controller) patchPod(ctx context.Context, pod *corev1.Pod, labels, annotations map[string]any) error {

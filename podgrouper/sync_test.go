@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -83,10 +84,13 @@ func TestSync(t *testing.T) {
 		wantErr    error
 		wantPG     *schedv1alpha1.PodGroup // the PodGroup "train" afterwards, nil = none
 		wantLabel  string                  // pod-group label afterwards
-		wantReason string                  // substring of muster.io/gang-reason, "" = not gang-free
+		wantReason string                  // substring of muster.io/grouping-reason of a gang-free pod, "" = not gang-free
 		wantEvent  string                  // substring of the first event, "" = none
 		wantEvents int                     // how many events (default 1 when wantEvent is set)
 		wantWrites []string
+		// wantWaiting is a substring of muster.io/grouping-reason of a pod
+		// marked waiting, "" = not waiting.
+		wantWaiting string
 	}{
 		{
 			name: "member of the top-most defined owner, wrapper above ignored",
@@ -143,16 +147,19 @@ func TestSync(t *testing.T) {
 			wantWrites: []string{"patch pods"},
 		},
 		// Fail closed: when the gang cannot be computed the pod is neither
-		// labelled nor marked gang-free, so it waits in the scheduler; one
-		// Warning on the pod and one on the workload say why.
+		// labelled nor marked gang-free: it is marked waiting with the
+		// cause, so it waits in the scheduler and says why there; one
+		// Warning on the pod and one on the workload say it too.
 		{
-			name:       "evaluation error: the pod waits, the pod and the workload are told",
-			pod:        makePod("boom", job),
-			wantEvent:  "Warning GangUnknown Workload definition trainer (test) failed on Trainer/ns/train, so its pods wait",
-			wantEvents: 2,
+			name:        "evaluation error: the pod waits, the pod and the workload are told",
+			pod:         makePod("boom", job),
+			wantWaiting: "Workload definition trainer (test) failed on Trainer/ns/train, so its pods wait",
+			wantEvent:   "Warning GangUnknown Workload definition trainer (test) failed on Trainer/ns/train, so its pods wait",
+			wantEvents:  2,
+			wantWrites:  []string{"patch pods"},
 		},
 		{
-			name:       "evaluation error on a grouped member: its label stays",
+			name:       "evaluation error on a grouped member: its label stays, nothing is written",
 			pod:        makePod("boom", job, withLabel(api.LabelPodGroup, "train")),
 			pgs:        []*schedv1alpha1.PodGroup{musterPG("train", 3)},
 			wantLabel:  "train",
@@ -161,25 +168,44 @@ func TestSync(t *testing.T) {
 			wantPG:     musterPG("train", 3),
 		},
 		{
-			name:       "invalid workload annotation: the pod waits, the annotation is named",
-			pod:        makePod("badann", job),
-			wantEvent:  `Warning GangUnknown Trainer/ns/train: workload annotation muster.io/min-member: "abc": must be a whole number`,
+			name:       "evaluation error on a bound pod: nothing is written",
+			pod:        makePod("boom", job, func(p *corev1.Pod) { p.Spec.NodeName = "n1" }),
+			wantEvent:  "Warning GangUnknown",
 			wantEvents: 2,
 		},
 		{
-			name:       "broken cluster definition: the pod waits, the field is named",
-			pod:        makePod("b0", badJob),
-			wantEvent:  "spec.structureDefinition.rootComponent.kind",
-			wantEvents: 2,
+			name: "evaluation error on a pod scheduled alone before: waiting replaces the marker, old and new",
+			pod: makePod("boom", job, withAnnotation(api.AnnotationGrouping, api.GroupingNone), withAnnotation(api.AnnotationGroupingReason, "old"),
+				withAnnotation(api.AnnotationGang, api.GangNone), withAnnotation(api.LegacyAnnotationGangReason, "older")),
+			wantWaiting: "so its pods wait",
+			wantEvent:   "Warning GangUnknown",
+			wantEvents:  2,
+			wantWrites:  []string{"patch pods"},
+		},
+		{
+			name:        "invalid workload annotation: the pod waits, the annotation is named",
+			pod:         makePod("badann", job),
+			wantWaiting: `Trainer/ns/train: workload annotation muster.io/min-member: "abc": must be a whole number`,
+			wantEvent:   `Warning GangUnknown Trainer/ns/train: workload annotation muster.io/min-member: "abc": must be a whole number`,
+			wantEvents:  2,
+			wantWrites:  []string{"patch pods"},
+		},
+		{
+			name:        "broken cluster definition: the pod waits, the field is named",
+			pod:         makePod("b0", badJob),
+			wantWaiting: "spec.structureDefinition.rootComponent.kind",
+			wantEvent:   "spec.structureDefinition.rootComponent.kind",
+			wantEvents:  2,
+			wantWrites:  []string{"patch pods"},
 		},
 		{
 			name:      "Volcano annotation: yield",
-			pod:       makePod("p0", job, withAnnotation(annotationVolcanoGroup, "vc")),
+			pod:       makePod("p0", job, withAnnotation(api.AnnotationVolcanoGroup, "vc")),
 			wantEvent: "Normal GangManagedElsewhere Pod already belongs to another gang mechanism: annotation scheduling.k8s.io/group-name=vc",
 		},
 		{
 			name:      "KAI annotation: yield",
-			pod:       makePod("p0", job, withAnnotation(annotationKAIGroup, "kai")),
+			pod:       makePod("p0", job, withAnnotation(api.AnnotationKAIGroup, "kai")),
 			wantEvent: "KAI Scheduler",
 		},
 		{
@@ -255,12 +281,22 @@ func TestSync(t *testing.T) {
 			if got := pod.Labels[api.LabelPodGroup]; got != tc.wantLabel && (tc.wantLabel != "" || tc.wantEvent == "") {
 				t.Errorf("pod-group label = %q, want %q", got, tc.wantLabel)
 			}
-			if tc.wantReason != "" {
+			switch {
+			case tc.wantReason != "":
 				if pod.Annotations[api.AnnotationGrouping] != api.GroupingNone || !strings.Contains(pod.Annotations[api.AnnotationGroupingReason], tc.wantReason) {
 					t.Errorf("gang annotations = %v, want none with reason containing %q", pod.Annotations, tc.wantReason)
 				}
-			} else if api.ScheduledAlone(pod.Annotations) || pod.Annotations[api.LegacyAnnotationGangReason] != "" || pod.Annotations[api.AnnotationGroupingReason] != "" {
-				t.Errorf("pod marked gang-free: %v", pod.Annotations)
+			case tc.wantWaiting != "":
+				if pod.Annotations[api.AnnotationGrouping] != api.GroupingWaiting || !strings.Contains(pod.Annotations[api.AnnotationGroupingReason], tc.wantWaiting) {
+					t.Errorf("gang annotations = %v, want waiting with reason containing %q", pod.Annotations, tc.wantWaiting)
+				}
+			case api.ScheduledAlone(pod.Annotations) || pod.Annotations[api.LegacyAnnotationGangReason] != "" || pod.Annotations[api.AnnotationGroupingReason] != "":
+				t.Errorf("pod marked: %v", pod.Annotations)
+			}
+			if tc.wantReason != "" || tc.wantWaiting != "" {
+				if _, ok := pod.Annotations[api.AnnotationGang]; ok {
+					t.Errorf("the marker of earlier releases stays: %v", pod.Annotations)
+				}
 			}
 			events := w.events()
 			if tc.wantEvent == "" && len(events) > 0 {
@@ -305,7 +341,8 @@ func TestSyncIdempotent(t *testing.T) {
 	}{
 		{"member", makePod("p0", job)},
 		{"alone", makePod("nomatch", job)},
-		{"yield", makePod("p0", job, withAnnotation(annotationKAIGroup, "x"))},
+		{"yield", makePod("p0", job, withAnnotation(api.AnnotationKAIGroup, "x"))},
+		{"held", makePod("badann", job)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t, testDefs(trainerGang(3)), owners, owners, []*corev1.Pod{tc.pod}, nil)
@@ -383,5 +420,74 @@ func TestRootChangeRequeuesPods(t *testing.T) {
 	w.ctrl.rootChanged(old, cur)
 	if n := w.ctrl.queue.Len(); n != 2 {
 		t.Errorf("scaled root queued %d pods, want 2", n)
+	}
+}
+
+// TestYieldNotedOnceAcrossProcesses: the yield event is recorded once per
+// pod, also across pod-grouper processes (a restart, a new leader): a
+// process that has not seen the pod looks its events up once and records
+// none when the same note is there.
+func TestYieldNotedOnceAcrossProcesses(t *testing.T) {
+	pod := makePod("p0", job, withAnnotation(api.AnnotationVolcanoGroup, "vc"))
+	owners := []*obj{pipeline, trainer, job}
+
+	// The earlier process notes the pod; its note is what an Event holds.
+	first := newWorld(t, testDefs(trainerGang(3)), owners, owners, []*corev1.Pod{pod}, nil)
+	if err := first.ctrl.sync(first.ctx, "ns/p0"); err != nil {
+		t.Fatal(err)
+	}
+	recorded := first.events()
+	if len(recorded) != 1 {
+		t.Fatalf("first process recorded %q, want one yield event", recorded)
+	}
+	fields := strings.SplitN(recorded[0], " ", 3) // type, reason, note
+	earlier := func(uid types.UID, reason, note string) *corev1.Event {
+		return &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{Namespace: "ns", Name: "p0.earlier"},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "p0", UID: uid},
+			Reason:         reason, Message: note, Type: fields[0],
+		}
+	}
+	cases := []struct {
+		name    string
+		event   *corev1.Event // left by the earlier process, nil = none
+		wantNew bool
+	}{
+		{"no earlier event", nil, true},
+		{"the earlier process's event", earlier(pod.UID, fields[1], fields[2]), false},
+		{"an earlier event with another note", earlier(pod.UID, fields[1], "Pod already belongs to another gang mechanism: something else"), true},
+		{"the event of another pod of that name", earlier("uid-gone", fields[1], fields[2]), true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, testDefs(trainerGang(3)), owners, owners, []*corev1.Pod{pod}, nil)
+			if tc.event != nil {
+				if _, err := w.kube.CoreV1().Events("ns").Create(w.ctx, tc.event, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w.clearActions()
+			for range 2 {
+				if err := w.ctrl.sync(w.ctx, "ns/p0"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := w.events()
+			if want := map[bool]int{true: 1, false: 0}[tc.wantNew]; len(got) != want {
+				t.Errorf("events %q, want %d", got, want)
+			}
+			lists := 0
+			for _, a := range w.kube.Actions() {
+				if a.GetVerb() == "list" && a.GetResource().Resource == "events" {
+					lists++
+				}
+			}
+			if lists != 1 {
+				t.Errorf("%d event lists over two syncs, want 1 (the first sync of a pod this process has not seen)", lists)
+			}
+			if got := w.writes(); len(got) > 0 {
+				t.Errorf("writes %v for a yielded pod", got)
+			}
+		})
 	}
 }
