@@ -18,8 +18,10 @@ import (
 )
 
 // PreFilter steers a member to the node of its gang's plan, computing the
-// plan for the whole gang when there is none (or it went stale). Pods that
-// are not members are skipped, which also skips this plugin's other hooks.
+// plan for the whole gang when there is none (or it went stale). It refuses
+// the pods nobody may schedule until someone acts: held by the pod-grouper
+// (their gang cannot be computed) or claimed by another gang mechanism.
+// Other pods are skipped, which also skips this plugin's other hooks.
 //
 // A gang without a placement is rejected with UnschedulableAndUnresolvable on
 // purpose: Unschedulable would let DefaultPreemption evict pods to make room
@@ -34,7 +36,14 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	// Any pod's cycle, the plugin's simulations aside: see Plugin.leading.
 	p.markLeading()
 	kind, key := p.classify(pod)
-	if kind != kindMember {
+	switch kind {
+	case kindMember:
+	case kindHeld, kindForeign:
+		// No gang: PostFilter reads the empty state as "refused in
+		// PreFilter" and keeps preemption away, as for a gang.
+		state.Write(stateKey, &cycleState{})
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, refusal(kind, pod))
+	default:
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	pg := p.podGroup(key)

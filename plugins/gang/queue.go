@@ -92,7 +92,7 @@ func (p *Plugin) Less(a, b fwk.QueuedEntityInfo) bool {
 
 // Reasons a pod waits before the queue. They are fixed phrases plus names.
 const (
-	reasonWaitGrouper  = "waiting for the pod-grouper to label the pod (" + api.LabelPodGroup + " label or " + api.AnnotationGrouping + "=" + api.GroupingNone + " annotation)"
+	reasonWaitGrouper  = "waiting for the pod-grouper to label the pod (" + api.LabelPodGroup + " label or " + api.AnnotationGrouping + "=" + api.GroupingNone + " annotation); if this lasts, is muster-podgrouper running with this scheduler name in --scheduler-name?"
 	reasonWaitInformer = "waiting for the PodGroup cache to sync (is the scheduling.x-k8s.io PodGroup CRD installed?)"
 )
 
@@ -102,12 +102,15 @@ const (
 // The framework (1.37) keeps the returned reason only in a V(4) log line and
 // the unschedulable-reason metric; it writes no pod condition for a gated
 // pod. To make a wait visible the plugin records an event on the pod once
-// the pod has waited waitEventDelay (noteWaiting).
+// the pod has waited waitEventDelay (noteWaiting). Pods refused for good
+// until someone acts (kindHeld, kindForeign) pass, and PreFilter refuses
+// them: that writes the reason into their PodScheduled condition, where
+// people and cluster autoscalers look.
 func (p *Plugin) PreEnqueue(_ context.Context, pod *v1.Pod) *fwk.Status {
 	kind, key := p.classify(pod)
 	var reason string
 	switch kind {
-	case kindNative, kindFree:
+	case kindNative, kindFree, kindHeld, kindForeign:
 		p.stopWaiting(pod.UID)
 		return nil
 	case kindUnlabelled:
@@ -224,7 +227,8 @@ func (p *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint
 	return []fwk.ClusterEventWithHint{
 		// Freed capacity may give a rejected gang a placement.
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: p.isSchedulableAfterCapacityFreed},
-		// The pod-grouper labels or marks the pod.
+		// The pod-grouper labels or marks the pod, or the annotation of
+		// another gang mechanism goes.
 		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.Update}, QueueingHintFn: p.isSchedulableAfterPodUpdated},
 		// New or changed nodes add capacity or lift taints.
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}, QueueingHintFn: p.isSchedulableAfterNodeChange},
@@ -260,7 +264,9 @@ func (p *Plugin) isSchedulableAfterPodUpdated(logger klog.Logger, pod *v1.Pod, o
 	}
 	oldKind, oldKey := p.classify(oldPod)
 	newKind, newKey := p.classify(newPod)
-	if oldKind == newKind && oldKey == newKey {
+	// A refused pod whose reason changed is retried too, so that its
+	// condition says the current one.
+	if oldKind == newKind && oldKey == newKey && refusal(oldKind, oldPod) == refusal(newKind, newPod) {
 		return fwk.QueueSkip, nil
 	}
 	logger.V(5).Info("pod's gang changed", "pod", klog.KObj(pod), "gang", newKey)

@@ -99,6 +99,14 @@ func TestClassify(t *testing.T) {
 		{"unlabelled waits for the pod-grouper", testPod("u"), true, kindUnlabelled},
 		{"unlabelled without a pod-grouper is alone", testPod("u"), false, kindFree},
 		{"native wins over the label", testPod("n", native, inGang("pg")), true, kindNative},
+		{"held by the pod-grouper", testPod("h", held("why")), true, kindHeld},
+		{"held without a pod-grouper required", testPod("h", held("why")), false, kindHeld},
+		{"held wins over the marker of earlier releases", testPod("h", legacyGangFree, held("why")), true, kindHeld},
+		{"a member keeps its gang whatever the marker", testPod("m", held("why"), inGang("pg")), true, kindMember},
+		{"Volcano", testPod("v", annotated(api.AnnotationVolcanoGroup, "vc")), true, kindForeign},
+		{"KAI without a pod-grouper required", testPod("k", annotated(api.AnnotationKAIGroup, "kai")), false, kindForeign},
+		{"Volcano wins over the gang-free marker", testPod("v", gangFree, annotated(api.AnnotationVolcanoGroup, "vc")), true, kindForeign},
+		{"a member with a Volcano annotation stays a member", testPod("v", annotated(api.AnnotationVolcanoGroup, "vc"), inGang("pg")), true, kindMember},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
