@@ -359,11 +359,19 @@ func (p *Plugin) classifyKey(pod *v1.Pod) types.NamespacedName {
 // activated, not only those known to wait: a sibling being counted right
 // now is not known yet. Activating a pod the queue does not hold does
 // nothing.
+//
+// A gang refused before the new member came is planned again: the refusal
+// counted the members it had.
 func (p *Plugin) memberJoined(key types.NamespacedName) {
 	pg := p.podGroup(key)
 	if pg == nil {
 		return
 	}
+	p.mu.Lock()
+	if g, ok := p.gangs[key]; ok {
+		p.forgetVerdictLocked(key, g)
+	}
+	p.mu.Unlock()
 	members := p.members(key)
 	if len(members) < minMember(pg) {
 		return
@@ -411,7 +419,7 @@ func (p *Plugin) onPodGroup(oldObj, newObj any) {
 	}
 	// A new PodGroup, or a changed minMember or timeout, may let members in
 	// (PreEnqueue) or change the plan.
-	p.dropPlan(key)
+	p.resized(key)
 	if p.pgSynced.Load() {
 		p.activate(p.members(key)...)
 	}

@@ -60,14 +60,45 @@ func (p *Plugin) gang(key types.NamespacedName) *gangState {
 	return g
 }
 
-// dropPlan forgets the gang's plan, e.g. when its PodGroup changes.
-func (p *Plugin) dropPlan(key types.NamespacedName) {
+// resized forgets what the plugin concluded from the gang's old PodGroup
+// spec (minMember, timeout, topology): its plan and its "no placement"
+// verdict, whose message counts the old members and resources. Without
+// this a gang scaled down to what fits was refused with the old message
+// until the verdict expired, and its members, back in the unschedulable
+// pool, kept that message in their condition.
+func (p *Plugin) resized(key types.NamespacedName) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if g, ok := p.gangs[key]; ok && g.plan != nil {
+	g, ok := p.gangs[key]
+	if !ok {
+		return
+	}
+	g.verdict = nil
+	if g.plan != nil {
 		g.plan, g.planPods = nil, nil
 		p.capacityFreedLocked(key)
 	}
+}
+
+// forgetVerdictLocked drops the gang's "no placement" verdict after its
+// membership changed (the verdict's message counts the members, and fewer
+// or other pending members may fit), and wakes the pending members so that
+// one of them plans again and each shows the fresh reason; PreEnqueue holds
+// them back if the quorum is gone. A gang without a verdict (forming,
+// planned, bound) is left alone, so this costs nothing while gangs form or
+// run. Call with p.mu held.
+func (p *Plugin) forgetVerdictLocked(key types.NamespacedName, g *gangState) {
+	if g.verdict == nil {
+		return
+	}
+	g.verdict = nil
+	var pending []*v1.Pod
+	for _, m := range p.members(key) {
+		if m.Spec.NodeName == "" {
+			pending = append(pending, m)
+		}
+	}
+	p.activate(pending...)
 }
 
 // capacityFreedLocked records that the plugin let go of capacity it held
@@ -95,7 +126,8 @@ func (p *Plugin) capacityFreedLocked(freeing types.NamespacedName) int64 {
 }
 
 // forgetMember drops a deleted or finished member from the gang's state; a
-// planned member going away voids the plan.
+// planned member going away voids the plan, and any member going away the
+// "no placement" verdict.
 func (p *Plugin) forgetMember(key types.NamespacedName, pod *v1.Pod) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -110,6 +142,7 @@ func (p *Plugin) forgetMember(key types.NamespacedName, pod *v1.Pod) {
 			p.capacityFreedLocked(key)
 		}
 	}
+	p.forgetVerdictLocked(key, g)
 }
 
 // held lists, per node, the planned but not yet reserved members of every

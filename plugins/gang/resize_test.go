@@ -1,0 +1,105 @@
+package gang
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	fwk "k8s.io/kube-scheduler/framework"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+)
+
+func gangVerdict(e *barrierEnv, gang string) string {
+	e.pl.mu.Lock()
+	defer e.pl.mu.Unlock()
+	if g, ok := e.pl.gangs[types.NamespacedName{Namespace: "ns", Name: gang}]; ok && g.verdict != nil {
+		return g.verdict.message
+	}
+	return ""
+}
+
+// A gang refused for lack of room and then scaled down to what fits is
+// planned at once: the refusal counted the old minMember, and was kept
+// until it expired while the members, back in the unschedulable pool, kept
+// its message.
+func TestResizedGangPlansAgain(t *testing.T) {
+	pods := members("g", 3, 2)
+	pg := podGroup("g", 3)
+	e := newBarrierEnv(t, []*v1.Node{gpuNode("n1", 4)}, []*schedv1alpha1.PodGroup{pg}, pods)
+	if st, _ := e.schedule(pods[0]); st.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st.Message(), "for 3 members") {
+		t.Fatalf("3 × 2 GPUs on 4: %v, want no placement", st)
+	}
+	e.act.take()
+	// The pod-grouper scales the PodGroup down; the plugin's informer
+	// delivers the change.
+	resized := pg.DeepCopy()
+	resized.Generation++
+	resized.Spec.MinMember = 2
+	if _, err := e.pl.pgClient.SchedulingV1alpha1().PodGroups("ns").Update(e.ctx, resized, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(e.ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		cur := e.pl.podGroup(types.NamespacedName{Namespace: "ns", Name: "g"})
+		return cur != nil && cur.Spec.MinMember == 2 && gangVerdict(e, "g") == "", nil
+	}); err != nil {
+		t.Fatalf("minMember 2 not seen, or the verdict %q kept after it: %v", gangVerdict(e, "g"), err)
+	}
+	if got, want := e.act.take(), []string{"g-a", "g-b", "g-c"}; !slices.Equal(got, want) {
+		t.Errorf("activated %v, want the members %v", got, want)
+	}
+	if st, _ := e.schedule(pods[0]); !st.IsWait() {
+		t.Errorf("after the scale-down: %v, want planned and waiting at Permit", st)
+	}
+}
+
+// A refused gang that loses or gains a member is planned again, so its
+// reason counts the members it has.
+func TestMembershipChangeRefreshesRefusal(t *testing.T) {
+	pods := members("g", 3, 2)
+	e := newBarrierEnv(t, []*v1.Node{gpuNode("n1", 4)}, []*schedv1alpha1.PodGroup{podGroup("g", 3)}, pods)
+	if st, _ := e.schedule(pods[0]); !strings.Contains(st.Message(), "needs 6 nvidia.com/gpu for 3 members") {
+		t.Fatalf("3 × 2 GPUs on 4: %v, want no placement for 6 GPUs", st)
+	}
+	e.act.take()
+
+	// A member goes: the refusal goes, the others are woken; PreEnqueue
+	// now holds them for the quorum.
+	if err := e.pl.podIndexer.Delete(pods[2]); err != nil {
+		t.Fatal(err)
+	}
+	e.pl.onPodDelete(pods[2])
+	if v := gangVerdict(e, "g"); v != "" {
+		t.Errorf("verdict %q kept after a member left", v)
+	}
+	if got, want := e.act.take(), []string{"g-a", "g-b"}; !slices.Equal(got, want) {
+		t.Errorf("activated %v, want the pending members %v", got, want)
+	}
+	if st := e.pl.PreEnqueue(e.ctx, pods[0]); st.IsSuccess() || !strings.Contains(st.Message(), "2 of 3") {
+		t.Errorf("PreEnqueue below the quorum: %v", st)
+	}
+
+	// A smaller member joins: the gang is planned again for what it has.
+	small := gpuPod("g-d", 1, inGang("g"))
+	if err := e.pl.podIndexer.Add(small); err != nil {
+		t.Fatal(err)
+	}
+	e.pl.onPod(nil, small)
+	if st, _ := e.schedule(pods[0]); !strings.Contains(st.Message(), "needs 5 nvidia.com/gpu for 3 members") {
+		t.Errorf("after a 1-GPU member joined: %v, want no placement for 5 GPUs", st)
+	}
+	// And joins again while refused: the refusal goes.
+	other := gpuPod("g-e", 1, inGang("g"))
+	if err := e.pl.podIndexer.Add(other); err != nil {
+		t.Fatal(err)
+	}
+	e.pl.onPod(nil, other)
+	if v := gangVerdict(e, "g"); v != "" {
+		t.Errorf("verdict %q kept after a member joined", v)
+	}
+}
