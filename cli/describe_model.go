@@ -341,7 +341,6 @@ func (a *gangAgg) view(in describeInput) GangView {
 		Members:      g.Members,
 		MinMember:    g.MinMember,
 		MinResources: resourceMap(g.MinResources),
-		Pods:         len(a.pods),
 	}
 	// The PodGroup is the one the pods are labelled with; the pod-grouper
 	// labels them all alike, so the most common label is the gang's.
@@ -366,7 +365,13 @@ func (a *gangAgg) view(in describeInput) GangView {
 			gv.MinResources = pg.MinResources
 		}
 	}
+	// Counted from the pods as they are now, so bound never exceeds the
+	// members however the gang was scaled.
 	for _, p := range a.pods {
+		if !gangMember(p) {
+			continue
+		}
+		gv.Pods++
 		if p.Spec.NodeName != "" {
 			gv.Bound++
 		}
@@ -388,12 +393,26 @@ func (a *gangAgg) view(in describeInput) GangView {
 	return gv
 }
 
-// pendingReason says in plain words why a gang is not bound: what the
-// scheduler said on its pods or PodGroup, else what it waits for.
+// gangMember says whether a pod of a gang counts as one of its members: a
+// pod being deleted or failed is on its way out (its controller replaces
+// it); a pod that ran to completion still counts.
+func gangMember(p *corev1.Pod) bool {
+	return p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed
+}
+
+// pendingReason says in plain words why a gang is not bound: too few
+// members for the current minMember, else what the scheduler said on its
+// pods or PodGroup, else what it waits for. The member count comes first:
+// the scheduler holds back the members of a gang short of its quorum
+// without touching their condition, which may still carry the reason of
+// an earlier size.
 func (a *gangAgg) pendingReason(in describeInput, gv GangView, pgFound bool) string {
+	if int32(gv.Pods) < gv.MinMember {
+		return fmt.Sprintf("waiting for pods: %d of %d created", gv.Pods, gv.MinMember)
+	}
 	msgs := map[string]int{}
 	for _, p := range a.pods {
-		if p.Spec.NodeName != "" {
+		if p.Spec.NodeName != "" || !gangMember(p) {
 			continue
 		}
 		for _, c := range p.Status.Conditions {
@@ -409,15 +428,12 @@ func (a *gangAgg) pendingReason(in describeInput, gv GangView, pgFound bool) str
 		return m
 	}
 	for _, p := range a.pods {
-		if m := in.SchedulingEvents["Pod/"+p.Name]; m != "" {
+		if m := in.SchedulingEvents["Pod/"+p.Name]; m != "" && p.Spec.NodeName == "" && gangMember(p) {
 			msgs[m]++
 		}
 	}
 	if m := mostCommon(msgs); m != "" {
 		return m
-	}
-	if int32(len(a.pods)) < gv.MinMember {
-		return fmt.Sprintf("waiting for pods: %d of %d created", len(a.pods), gv.MinMember)
 	}
 	if in.Live && !pgFound {
 		return "no PodGroup yet: is the muster pod-grouper running?"

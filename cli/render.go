@@ -90,7 +90,7 @@ func renderDescription(w io.Writer, p painter, d *Description, wide bool) error 
 		t.addPlain("NAME", "MIN-MEMBER", "BOUND", "PHASE", "MIN-RESOURCES", "REASON")
 		for _, g := range d.Gangs {
 			reason := g.Reason
-			t.add(plain(g.Name), plain(fmt.Sprint(g.MinMember)), plain(fmt.Sprintf("%d/%d", g.Bound, g.MinMember)),
+			t.add(plain(g.Name), plain(fmt.Sprint(g.MinMember)), plain(boundCell(g)),
 				painted(g.Phase, p.status(g.Phase)), plain(resourceString(g.MinResources)), painted(reason, p.bad(reason)))
 		}
 		_ = t.write(w)
@@ -397,4 +397,11 @@ func plural(n int64, word string) string {
 		return fmt.Sprintf("%d %s", n, word)
 	}
 	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// boundCell is the BOUND column: bound members of all the members the gang
+// needs or has, whichever is more, so it never reads "4/3" for a gang
+// scaled past its minMember.
+func boundCell(g GangView) string {
+	return fmt.Sprintf("%d/%d", g.Bound, max(g.MinMember, int32(g.Pods)))
 }
