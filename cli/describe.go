@@ -46,7 +46,7 @@ objects between them and the workload, such as Jobs) to components and gangs.`
 
 const describeExample = `  # A live workload, by type and name
   muster describe jobset/trainer -n team-a
-  muster describe js trainer -n team-a
+  muster describe jobset trainer -n team-a
 
   # Show every pod, not only the first 20 per component
   muster describe rayclusters/chat --pod-limit 0

@@ -179,6 +179,9 @@ func (o *GetOptions) Run(ctx context.Context) error {
 		}
 		return false
 	}
+	// owned counts, per resource, the objects left out because a defined
+	// workload above them owns them, so "nothing found" can say so.
+	owned := map[string]int{}
 	for _, k := range kinds {
 		ri := c.Dynamic.Resource(k.mapping.Resource)
 		var list *unstructured.UnstructuredList
@@ -197,6 +200,7 @@ func (o *GetOptions) Run(ctx context.Context) error {
 		for i := range list.Items {
 			obj := &list.Items[i]
 			if ownedByDefined(obj) {
+				owned[k.mapping.Resource.Resource]++
 				continue
 			}
 			wls = append(wls, workload{obj, k.ent})
@@ -270,18 +274,29 @@ func (o *GetOptions) Run(ctx context.Context) error {
 		}
 		return a.Name < b.Name
 	})
-	return o.print(rows, ns)
+	return o.print(rows, ns, owned)
 }
 
-func (o *GetOptions) print(rows []WorkloadRow, ns string) error {
+func (o *GetOptions) print(rows []WorkloadRow, ns string, owned map[string]int) error {
 	if o.Output == "json" || o.Output == "yaml" {
 		return printData(o.Out, o.Output, WorkloadList{Items: rows})
 	}
 	if len(rows) == 0 {
-		if ns == "" {
-			fmt.Fprintln(o.ErrOut, "No workloads found.")
-		} else {
-			fmt.Fprintf(o.ErrOut, "No workloads found in namespace %s.\n", ns)
+		where := ""
+		if ns != "" {
+			where = " in namespace " + ns
+		}
+		fmt.Fprintf(o.ErrOut, "No top-level workloads found%s.\n", where)
+		// muster get lists what no defined workload owns; say what was
+		// left out, or a user with pods in front of them reads "none".
+		res := make([]string, 0, len(owned))
+		for r := range owned {
+			res = append(res, r)
+		}
+		sort.Strings(res)
+		for _, r := range res {
+			fmt.Fprintf(o.ErrOut, "%d %s%s belong to other workloads; muster get lists only the top-level ones (muster get --all-types, or muster describe %s/NAME for one).\n",
+				owned[r], r, where, strings.TrimSuffix(r, "s"))
 		}
 		return nil
 	}

@@ -292,3 +292,18 @@ func TestLiveErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestGetNothingTopLevel: Jobs that all belong to a JobSet are not
+// top-level workloads; get says so instead of a bare "none".
+func TestGetNothingTopLevel(t *testing.T) {
+	c := jobsetCluster(t, "Running")
+	res := run(t, c, "", "get", "jobs", "-n", "train")
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s", res.code, res.stderr)
+	}
+	for _, want := range []string{"No top-level workloads found in namespace train.", "jobs in namespace train belong to other workloads", "muster describe job/NAME"} {
+		if !strings.Contains(res.stderr, want) {
+			t.Errorf("stderr %q lacks %q", res.stderr, want)
+		}
+	}
+}

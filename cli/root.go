@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -28,9 +29,10 @@ import (
 // stack trace: a panic below is reported as an internal error.
 func Main(ctx context.Context, args []string, streams genericiooptions.IOStreams) int {
 	// client-go logs discovery failures through klog; the CLI reports
-	// errors itself, as one line, so keep klog quiet.
-	klog.LogToStderr(false)
-	klog.SetOutput(io.Discard)
+	// errors itself, as one line, so keep klog quiet. Its own output
+	// settings are not enough: klog copies errors to stderr regardless
+	// (stderrthreshold), so every klog call goes to a discarding logger.
+	klog.SetLogger(logr.Discard())
 	return Run(ctx, NewEnv(streams), args)
 }
 

@@ -143,7 +143,9 @@ func (o *ValidateOptions) Run(ctx context.Context) error {
 		p := newPainter(o.env, o.Out)
 		for _, dr := range res.Definitions {
 			if dr.Valid {
-				checked := ""
+				// Without a schema a typo such as .spec.replica is a valid
+				// jq path that reads null: say the paths went unchecked.
+				checked := " (paths not checked against a schema: pass --crd FILE or --cluster)"
 				if dr.SchemaChecked {
 					checked = " (paths checked against the CRD schema)"
 				}
