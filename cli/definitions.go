@@ -170,10 +170,19 @@ func (o *DefinitionsOptions) Run(ctx context.Context) error {
 	t.addPlain(head...)
 	for _, r := range rows {
 		active := "yes"
-		if !r.Active {
+		switch {
+		case r.LastGoodGeneration > 0:
+			active = fmt.Sprintf("generation %d (last valid)", r.LastGoodGeneration)
+		case r.ShadowedBy != "":
+			active = "no (" + r.ShadowedBy + " wins)"
+		case !r.Active:
 			active = "no"
 		}
-		cells := []cell{plain(r.Name), plain(r.Origin), plain(r.RootKind), plain(r.Gang), painted(active, p.status(active))}
+		gang := r.Gang
+		if o.Output != "wide" {
+			gang = ellipsis(gang, maxGangColumn)
+		}
+		cells := []cell{plain(r.Name), plain(r.Origin), plain(r.RootKind), plain(gang), painted(active, p.status(active))}
 		if o.Output == "wide" {
 			cells = append(cells, plain(r.Source), painted(r.Error, p.bad(r.Error)))
 		}
@@ -199,14 +208,29 @@ func definitionRows(defs *definitions, entries []catalog.Entry) []DefinitionRow 
 		if e.Err != nil {
 			r.Error = oneLine(e.Err.Error())
 		}
-		if e.Err == nil {
-			if win, ok := defs.reg.Lookup(e.GroupKind); ok && win.Name == e.Name && win.Origin == e.Origin {
-				r.Active = true
-			}
+		r.Generation, r.ShadowedBy = e.Generation, e.ShadowedBy
+		if e.LastGood != nil {
+			r.LastGoodGeneration = e.LastGood.Generation
+		}
+		if win, ok := defs.reg.Lookup(e.GroupKind); ok && win.Name == e.Name && win.Origin == e.Origin && win.Generation == e.Serving().Generation && e.Serving() != nil {
+			r.Active = true
 		}
 		rows = append(rows, r)
 	}
 	return rows
+}
+
+// maxGangColumn keeps the table readable: a gang's grouping keys are jq
+// expressions and may be long; -o wide and -o json show them whole.
+const maxGangColumn = 48
+
+// ellipsis cuts s to at most n runes, marking the cut.
+func ellipsis(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }
 
 // gangGranularity says in a word how a definition forms gangs.

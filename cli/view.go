@@ -210,6 +210,13 @@ type DefinitionRow struct {
 	// Active is false when another definition for the same kind wins.
 	Active bool   `json:"active"`
 	Error  string `json:"error,omitempty"`
+	// Generation is the Karta's metadata.generation (cluster definitions).
+	Generation int64 `json:"generation,omitempty"`
+	// LastGoodGeneration, on a broken cluster definition, is its earlier
+	// generation still in use for its kind.
+	LastGoodGeneration int64 `json:"lastGoodGeneration,omitempty"`
+	// ShadowedBy names the cluster definition that serves the kind instead.
+	ShadowedBy string `json:"shadowedBy,omitempty"`
 }
 
 // DefinitionList is the JSON of "muster definitions".
