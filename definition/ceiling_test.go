@@ -1,6 +1,7 @@
 package definition
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -60,5 +61,39 @@ func TestCountCeiling(t *testing.T) {
 				t.Fatalf("gang %+v, want min-member %d", g, tc.wantMin)
 			}
 		})
+	}
+}
+
+// TestAnnotationsCheckedWithoutGang: on a kind whose definition has no gang
+// an invalid annotation is an error too, not a pod scheduled alone.
+func TestAnnotationsCheckedWithoutGang(t *testing.T) {
+	const noGang = `
+apiVersion: run.ai/v1alpha1
+kind: Karta
+metadata: {name: job}
+spec:
+  structureDefinition:
+    rootComponent:
+      name: job
+      kind: {group: batch, version: v1, kind: Job}
+      specDefinition: {podTemplateSpecPath: .spec.template}
+`
+	const job = `
+apiVersion: batch/v1
+kind: Job
+metadata: {name: j, namespace: ns, uid: u}
+spec:
+  template: {spec: {containers: [{name: c, image: i}]}}
+`
+	c := compileT(t, noGang)
+	for _, ann := range [][]string{{api.AnnotationGang, "on"}, {api.AnnotationGang, "maybe"}, {api.AnnotationMinMember, "abc"}} {
+		_, err := c.GangForPod(ctxT, withAnnotations(objT(t, job), ann...), podT("j-0"))
+		var ae *AnnotationError
+		if !errors.As(err, &ae) || ae.Key != ann[0] || ae.Value != ann[1] {
+			t.Errorf("%s=%s: error %v, want an AnnotationError naming it", ann[0], ann[1], err)
+		}
+	}
+	if g, err := c.GangForPod(ctxT, withAnnotations(objT(t, job), api.AnnotationGang, api.GangOff), podT("j-0")); err != nil || g != nil {
+		t.Errorf("opted out: %v, %v; want no gang, no error", g, err)
 	}
 }

@@ -23,6 +23,9 @@ import (
 // the field path (a *ValidationError). Broken YAML is an error naming the
 // line. Decode does not validate the definition's rules; Compile does.
 func Decode(data []byte) (*kartav1alpha1.Karta, error) {
+	if err := checkDefinitionSize(len(data)); err != nil {
+		return nil, err
+	}
 	j, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
 		return nil, fmt.Errorf("decode definition: %s", strings.TrimPrefix(err.Error(), "error converting YAML to JSON: "))
@@ -50,7 +53,19 @@ func DecodeAll(data []byte) ([]*kartav1alpha1.Karta, error) {
 
 var kartaType = reflect.TypeFor[kartav1alpha1.Karta]()
 
+// checkDefinitionSize refuses a definition document over
+// MaxDefinitionBytes before anything parses it.
+func checkDefinitionSize(n int) error {
+	if n > MaxDefinitionBytes {
+		return fmt.Errorf("decode definition: the definition is %d bytes; at most %d KiB are allowed (the largest real definition is under 20 KiB)", n, MaxDefinitionBytes>>10)
+	}
+	return nil
+}
+
 func decodeJSON(j []byte) (*kartav1alpha1.Karta, error) {
+	if err := checkDefinitionSize(len(j)); err != nil {
+		return nil, err
+	}
 	var raw any
 	if err := json.Unmarshal(j, &raw); err != nil {
 		return nil, fmt.Errorf("decode definition: %w", err)

@@ -261,6 +261,12 @@ func (c *Compiled) scopeOf(v *view, ci, j, scope int) (int, int64, error) {
 // A pod that matches no component gives an error wrapping ErrNoComponent.
 // The rules are in the package documentation ("Gangs").
 func (c *Compiled) GangForPod(ctx context.Context, root *unstructured.Unstructured, pod *corev1.Pod) (*Gang, error) {
+	// The annotations are read first: an invalid value must stop the pod
+	// even on a kind whose definition has no gang, or muster.io/gang: on
+	// would schedule the pods alone without a word.
+	if err := overrides(root, &rootPlan{}); err != nil {
+		return nil, err
+	}
 	gangs := c.gangsOf(root)
 	if len(gangs) == 0 || root.GetAnnotations()[api.AnnotationGang] == api.GangOff {
 		return nil, nil

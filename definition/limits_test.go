@@ -50,8 +50,11 @@ func TestLimits(t *testing.T) {
 		want []string
 	}{
 		// 300k terms overflowed gojq's compiler ("fatal error: stack
-		// overflow", not recoverable) before the size limit existed.
+		// overflow", not recoverable) before the limits existed; the
+		// document is refused whole before it is parsed.
 		{"300k-term expression", withReplicas(strings.Repeat("0+", 300000) + ".spec.replicas"),
+			[]string{"the definition is 600", "at most 256 KiB"}},
+		{"20k-term expression", withReplicas(strings.Repeat("0+", 20000) + ".spec.replicas"),
 			[]string{"childComponents[0].scaleDefinition.replicasPath", "Too long", "4096"}},
 		{"just over the size limit", withReplicas(".spec.replicas" + strings.Repeat(" ", MaxExpressionBytes)),
 			[]string{"replicasPath", "Too long"}},
@@ -63,16 +66,15 @@ func TestLimits(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			k, err := Decode([]byte(tc.yaml))
-			if err != nil {
-				t.Fatalf("decode: %v", err)
-			}
-			_, err = Compile(k, Options{})
-			var ve *ValidationError
-			if !errors.As(err, &ve) {
-				t.Fatalf("Compile: %v, want a ValidationError", err)
-			}
-			if n := len(ve.FieldErrors()); n != 1 {
-				t.Errorf("%d errors, want 1: %v", n, err)
+			if err == nil {
+				_, err = Compile(k, Options{})
+				var ve *ValidationError
+				if !errors.As(err, &ve) {
+					t.Fatalf("Compile: %v, want a ValidationError", err)
+				}
+				if n := len(ve.FieldErrors()); n != 1 {
+					t.Errorf("%d errors, want 1: %v", n, err)
+				}
 			}
 			msg := err.Error()
 			if len(msg) > 1024 {
@@ -93,5 +95,21 @@ func TestLimitsAdmitNestingAndSizeAtTheLimit(t *testing.T) {
 	k := decodeT(t, strings.Replace(minimal, "replicasPath: .spec.replicas", "replicasPath: "+fmt.Sprintf("%q", at), 1))
 	if _, err := Compile(k, Options{}); err != nil {
 		t.Fatalf("nesting at the limit refused: %v", err)
+	}
+}
+
+// TestDefinitionSize: a definition document over MaxDefinitionBytes is
+// refused before it is parsed, alone or in a stream.
+func TestDefinitionSize(t *testing.T) {
+	big := minimal + "# " + strings.Repeat("x", MaxDefinitionBytes) + "\n"
+	if _, err := Decode([]byte(big)); err == nil || !strings.Contains(err.Error(), "at most 256 KiB") {
+		t.Errorf("Decode: %v, want the size limit", err)
+	}
+	padded := strings.Replace(minimal, "metadata: {name: demo}", "metadata: {name: demo, annotations: {pad: "+strings.Repeat("x", MaxDefinitionBytes)+"}}", 1)
+	if _, err := DecodeAll([]byte(minimal + "---\n" + padded)); err == nil || !strings.Contains(err.Error(), "document 2") || !strings.Contains(err.Error(), "at most 256 KiB") {
+		t.Errorf("DecodeAll: %v, want the size limit of document 2", err)
+	}
+	if _, err := Decode([]byte(minimal)); err != nil {
+		t.Errorf("a small definition: %v", err)
 	}
 }

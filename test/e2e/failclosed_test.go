@@ -474,6 +474,8 @@ func TestFailClosedAnnotations(t *testing.T) {
 		{"job-negative", "Job", api.AnnotationMinMember, "-3"},
 		{"job-huge", "Job", api.AnnotationMinMember, "1000000000"},
 		{"job-empty", "Job", api.AnnotationMinMember, ""},
+		{"job-on", "Job", api.AnnotationGang, "on"},
+		{"job-maybe", "Job", api.AnnotationGang, "maybe"},
 		{"sts-negative", "StatefulSet", api.AnnotationMinMember, "-3"},
 		{"jobset-on", "JobSet", api.AnnotationGang, "on"},
 		{"jobset-maybe", "JobSet", api.AnnotationGang, "maybe"},
