@@ -285,12 +285,16 @@ func (cp *ControlPlane) InstallOperatorCRDs(ctx context.Context, name string) er
 	return nil
 }
 
-var buildMu sync.Mutex
+// buildLocks serializes builds of one cached binary (one lock per path), so
+// that two operators build at the same time while two callers of the same
+// operator build it once.
+var buildLocks sync.Map // cache path → *sync.Mutex
 
 // BuildOperator builds the operator's binary once and caches it under
 // os.UserCacheDir()/muster-operators, keyed by a hash of the operator
 // module's go.mod and go.sum, so later runs reuse it. A cold build takes
-// about two minutes per operator on two cores. operator.yaml is left out of
+// 2–5 minutes per operator on two cores; different operators build in
+// parallel. operator.yaml is left out of
 // the key so that editing the command line keeps the binary; a new
 // mainPackage at the same module version needs the cache entry removed.
 func BuildOperator(ctx context.Context, name string) (string, error) {
@@ -312,8 +316,9 @@ func BuildOperator(ctx context.Context, name string) (string, error) {
 		cache = os.TempDir()
 	}
 	bin := filepath.Join(cache, "muster-operators", name+"-"+hex.EncodeToString(h.Sum(nil))[:16], name)
-	buildMu.Lock()
-	defer buildMu.Unlock()
+	mu, _ := buildLocks.LoadOrStore(bin, &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
 	if _, err := os.Stat(bin); err == nil {
 		return bin, nil
 	}

@@ -181,71 +181,43 @@ type operatorBuild struct {
 	err  error
 	took time.Duration
 	slow atomic.Bool // the build outlasted slowBuild: it was not cached
-	// used is closed (once, by release) when the sandbox has started the
-	// operator or given up on it; the next build waits for it.
-	used    chan struct{}
-	release func()
 }
 
 // slowBuild: a cached operator binary is found in well under this; a build
 // that takes longer is a real (first-run) build and says so.
 const slowBuild = 2 * time.Second
 
-// buildOperators builds the named operators one after the other, in the
-// order given (the order the examples need them), while the sandbox goes
-// on; localcluster.BuildOperator caches the binaries
-// (os.UserCacheDir()/muster-operators), so only a first run pays. A build
-// starts only once the operator before it has been started or given up:
-// localcluster.StartOperator takes the harness's build lock to find its binary,
-// and the next build would hold that lock for minutes. Builds stop when ctx
-// ends; wait waits for the builder.
+// buildOperators builds the named operators at the same time, while the
+// sandbox goes on; localcluster.BuildOperator caches the binaries
+// (os.UserCacheDir()/muster-operators) and locks each one on its own, so
+// only a first run pays, and it pays for the slowest operator, not the sum.
+// Builds stop when ctx ends; wait waits for every builder.
 func buildOperators(ctx context.Context, names []string, progress func(string, ...any)) (builds map[string]*operatorBuild, wait func()) {
 	builds = map[string]*operatorBuild{}
-	order := make([]*operatorBuild, 0, len(names))
+	var wg sync.WaitGroup
 	for _, name := range names {
-		b := &operatorBuild{name: name, done: make(chan struct{}), used: make(chan struct{})}
-		b.release = sync.OnceFunc(func() { close(b.used) })
+		b := &operatorBuild{name: name, done: make(chan struct{})}
 		builds[name] = b
-		order = append(order, b)
-	}
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		for _, b := range order {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer close(b.done)
 			began := time.Now()
 			timer := time.AfterFunc(slowBuild, func() {
 				b.slow.Store(true)
-				progress("building the %s operator (first run only, ~2 min)…", b.name)
+				progress("building the %s operator (first run only, 2–5 min; operators build in parallel)…", b.name)
 			})
 			_, b.err = localcluster.BuildOperator(ctx, b.name)
 			timer.Stop()
 			b.took = time.Since(began)
-			close(b.done)
-			select {
-			case <-b.used:
-			case <-ctx.Done():
-			}
-			if ctx.Err() != nil {
-				// Close the rest, so nobody waits on a build never begun.
-				for _, rest := range order {
-					select {
-					case <-rest.done:
-					default:
-						rest.err = ctx.Err()
-						close(rest.done)
-					}
-				}
-				return
-			}
-		}
-	}()
-	return builds, func() { <-finished }
+		}()
+	}
+	return builds, wg.Wait
 }
 
 // startOperator waits for the operator's build and runs it; its webhooks are
 // registered by URL and deleted again when the control plane stops.
 func startOperator(ctx context.Context, cp *localcluster.ControlPlane, b *operatorBuild, progress func(string, ...any)) error {
-	defer b.release()
 	select {
 	case <-b.done:
 	case <-ctx.Done():

@@ -124,7 +124,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	fmt.Fprintf(cfg.Stderr, "muster sandbox: kubeconfig %s, logs %s\n", kubeconfig, cfg.LogFile)
 
-	// Operator builds (two minutes each on a first run) overlap with the
+	// Operator builds (2–5 minutes on a first run, all at once) overlap with the
 	// start-up and the examples; they end with Run.
 	buildCtx, cancelBuilds := context.WithCancel(ctx)
 	builds, waitBuilds := buildOperators(buildCtx, operators, progress)
@@ -178,7 +178,6 @@ func Run(ctx context.Context, cfg Config) error {
 	unavailable := map[string]string{}
 	for i, op := range operators {
 		if err := crdErrs[i]; err != nil {
-			builds[op].release()
 			unavailable[op] = "its CRDs could not be had: " + firstLine(err)
 			fmt.Fprintf(logFile, "operator %s CRDs: %v\n", op, err)
 			progress("%s operator unavailable (%s; details in the log file); skipping the examples that need it", op, unavailable[op])
@@ -266,11 +265,14 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 
-	progress("ready")
-	fmt.Fprintf(cfg.Stdout, "ready: kubeconfig=%s\n", kubeconfig)
 	if !cfg.Keep {
+		// No "ready" line for a cluster that stops a moment later: a
+		// newcomer would try the kubeconfig and find nothing there.
+		progress("done; the sandbox stops now (run with --keep to keep it up and use it)")
 		return nil
 	}
+	progress("ready")
+	fmt.Fprintf(cfg.Stdout, "ready: kubeconfig=%s\n", kubeconfig)
 	fmt.Fprintf(cfg.Stderr, "up; try:\n  kubectl --kubeconfig %s get nodes,pods -A -o wide\n  go run ./cmd/muster --kubeconfig %s get -A\n(Ctrl-C to stop)\n", kubeconfig, kubeconfig)
 	<-ctx.Done()
 	fmt.Fprintf(cfg.Stderr, "shutting down\n")
