@@ -43,19 +43,13 @@ func (cp *ControlPlane) StartControllers(ctx context.Context) (stop func(), err 
 	if err := cp.live(); err != nil {
 		return nil, err
 	}
-	cfg := rest.CopyConfig(cp.RestConfig)
-	cfg.QPS, cfg.Burst = 1000, 2000
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, mdClient, err := cp.controllerClients(1000, 2000)
 	if err != nil {
 		return nil, err
 	}
 	// The GC's discovery client must not be the one behind its REST mapper,
 	// or every sync would reset the mapper's cache needlessly.
-	gcDiscovery, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	mdClient, err := metadata.NewForConfig(cfg)
+	gcDiscovery, _, err := cp.controllerClients(1000, 2000)
 	if err != nil {
 		return nil, err
 	}
@@ -150,13 +144,7 @@ func (cp *ControlPlane) StartNamespaceController(ctx context.Context) (stop func
 	if err := cp.live(); err != nil {
 		return nil, err
 	}
-	cfg := rest.CopyConfig(cp.RestConfig)
-	cfg.QPS, cfg.Burst = 100, 200
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	mdClient, err := metadata.NewForConfig(cfg)
+	cs, mdClient, err := cp.controllerClients(100, 200)
 	if err != nil {
 		return nil, err
 	}
@@ -181,4 +169,21 @@ func (cp *ControlPlane) StartNamespaceController(ctx context.Context) (stop func
 	})
 	cp.OnStop("namespace controller", stop)
 	return stop, nil
+}
+
+// controllerClients returns a typed and a metadata client on the control
+// plane with the given rate limits: controllers of kube-controller-manager
+// take both.
+func (cp *ControlPlane) controllerClients(qps float32, burst int) (*kubernetes.Clientset, metadata.Interface, error) {
+	cfg := rest.CopyConfig(cp.RestConfig)
+	cfg.QPS, cfg.Burst = qps, burst
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cs, md, nil
 }
