@@ -31,6 +31,9 @@ var (
 	ErrNoComponent = errors.New("pod matches no component of the definition")
 	// ErrNotWritable: a path of the definition cannot be written.
 	ErrNotWritable = errors.New("path cannot be written")
+	// ErrTimeout: an evaluation did not end within Options.Timeout. Unlike
+	// the step and byte budgets it depends on the machine's load.
+	ErrTimeout = errors.New("did not finish within")
 )
 
 // Workload is what a definition finds in one root object.

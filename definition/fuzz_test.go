@@ -408,8 +408,19 @@ var growthSeeds = []struct {
 	{"", growthProgram("items", "items", "comma", "first of", "num", 7, "multiply")},
 }
 
+// bombsBeyondGrammar are bombs the fuzz grammar has no pieces for; they
+// came from fuzz findings and by hand, and TestBombs and the crashers kept
+// under testdata/fuzz/FuzzEvaluateGrowth cover them.
+var bombsBeyondGrammar = map[string]bool{
+	"fromjson of a built string":       true,
+	"sorting copies":                   true,
+	"indices of a big string":          true,
+	"interpolation inside a generator": true,
+	"error of shared references":       true,
+}
+
 // TestGrowthSeedsAreTheBombs: FuzzEvaluateGrowth starts from every bomb of
-// bombs_test.go, built by its own grammar.
+// bombs_test.go its grammar can build.
 func TestGrowthSeedsAreTheBombs(t *testing.T) {
 	seeds := map[string]string{}
 	for _, s := range growthSeeds {
@@ -423,6 +434,9 @@ func TestGrowthSeedsAreTheBombs(t *testing.T) {
 		}
 	}
 	for _, b := range bombs {
+		if bombsBeyondGrammar[b.name] {
+			continue
+		}
 		if got, ok := seeds[b.name]; !ok {
 			t.Errorf("no seed for the bomb %q", b.name)
 		} else if got != b.src {

@@ -2,6 +2,7 @@ package definition
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -24,6 +25,11 @@ type rootPlan struct {
 	topologyPreferred string
 	v                 *view
 	gangs             []gangSizes // index-aligned with Compiled.gangs
+	// err is why the plan could not be built. A failed plan is cached like
+	// a good one: every pod of a workload meets the same error, and a
+	// hostile expression re-run for each of them would starve the grouping
+	// of every other kind.
+	err error
 }
 
 type gangSizes struct {
@@ -92,10 +98,15 @@ func cacheKey(obj *unstructured.Unstructured) planKey {
 func (c *Compiled) plan(ctx context.Context, root *unstructured.Unstructured) (*rootPlan, error) {
 	key := cacheKey(root)
 	if p := c.cache.get(key); p != nil {
-		return p, nil
+		return p, p.err
 	}
 	p, err := c.buildPlan(ctx, root)
 	if err != nil {
+		// Only answers that depend on the object alone are kept: not a
+		// caller that gave up, nor a deadline a busy machine missed.
+		if ctx.Err() == nil && !errors.Is(err, ErrTimeout) {
+			c.cache.put(key, &rootPlan{err: err})
+		}
 		return nil, err
 	}
 	c.cache.put(key, p)

@@ -367,7 +367,7 @@ func (c *Compiled) eval(ctx context.Context, e *expr, input any) ([]any, error) 
 		}
 		if err, ok := v.(error); ok {
 			if errors.Is(err, context.DeadlineExceeded) {
-				err = fmt.Errorf("did not finish within %v; simplify the expression", c.opts.Timeout)
+				err = fmt.Errorf("%w %v; simplify the expression", ErrTimeout, c.opts.Timeout)
 			}
 			return nil, c.evalErr(e, err)
 		}

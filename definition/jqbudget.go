@@ -56,6 +56,7 @@ const (
 	guardBinop = "_muster_binop" // _muster_binop($b; op; $l; $r): checks, returns .
 	guardIn    = "_muster_in"    // _muster_in($b; factor): checks deepsize(.) × factor, returns .
 	guardJoin  = "_muster_join"  // _muster_join($b; $sep): checks a join of . with $sep, returns .
+	guardValue = "_muster_value" // _muster_value($b; $v; factor): checks deepsize($v) × factor, returns .
 )
 
 // allowedFuncs are the jq builtins (name/arity) a definition may call.
@@ -121,9 +122,21 @@ var jqBuiltins = func() map[string]bool {
 // control character as six bytes; split makes a string header and a slot
 // per piece.
 var growthFactor = map[string]int64{
-	"tostring/0": 6, "tojson/0": 6, "add/0": 1, "flatten/0": 1, "flatten/1": 1,
-	"to_entries/0": 4, "from_entries/0": 2, "with_entries/1": 4,
-	"ascii_downcase/0": 1, "ascii_upcase/0": 1, "split/1": 32, "error/1": 1,
+	// The encoder escapes a control character as six bytes and grows its
+	// buffer by doubling: twelve bytes a byte of input at worst.
+	"tostring/0": 12, "tojson/0": 12, "error/1": 12,
+	// fromjson: "[]," makes a slice and an interface, 48 bytes for three.
+	"fromjson/0": 16,
+	// Copies of an array or object, with a sort item per element.
+	"add/0": 2, "flatten/0": 2, "flatten/1": 2, "reverse/0": 2,
+	"sort/0": 4, "sort_by/1": 4, "group_by/1": 4, "unique/0": 4, "unique_by/1": 4,
+	"min_by/1": 2, "max_by/1": 2, "keys/0": 2, "keys_unsorted/0": 2,
+	"to_entries/0": 12, "from_entries/0": 4, "with_entries/1": 12,
+	"ascii_downcase/0": 2, "ascii_upcase/0": 2,
+	// split makes a string header and a slot per piece; indices, index
+	// and rindex explode the string into runes and box each one (measured:
+	// 93 bytes a byte of input).
+	"split/1": 32, "indices/1": 96, "index/1": 96, "rindex/1": 96,
 }
 
 // budget is one evaluation's account; deadlineCtx carries it.
@@ -299,16 +312,31 @@ func inGuard(v any, args []any) any {
 		return err
 	}
 	factor, _ := args[1].(int)
-	size := deepsize(v, MaxEvalBytes)
-	if factor > 0 && size > MaxEvalBytes/int64(factor) {
-		size = MaxEvalBytes + 1
-	} else {
-		size *= int64(factor)
-	}
-	if err := b.charge(size); err != nil {
+	if err := b.charge(scaled(deepsize(v, MaxEvalBytes), factor)); err != nil {
 		return err
 	}
 	return v
+}
+
+// valueGuard runs before a function whose cost grows with an argument.
+func valueGuard(v any, args []any) any {
+	b, err := budgetOf(args[0])
+	if err != nil {
+		return err
+	}
+	factor, _ := args[2].(int)
+	if err := b.charge(scaled(deepsize(args[1], MaxEvalBytes), factor)); err != nil {
+		return err
+	}
+	return v
+}
+
+// scaled is size × factor, saturating past the budget.
+func scaled(size int64, factor int) int64 {
+	if factor > 0 && size > MaxEvalBytes/int64(factor) {
+		return MaxEvalBytes + 1
+	}
+	return size * int64(factor)
 }
 
 // joinGuard runs before every join.
@@ -335,6 +363,7 @@ var compilerOptions = []gojq.CompilerOption{
 	gojq.WithFunction(guardBinop, 4, 4, binopGuard),
 	gojq.WithFunction(guardIn, 2, 2, inGuard),
 	gojq.WithFunction(guardJoin, 2, 2, joinGuard),
+	gojq.WithFunction(guardValue, 3, 3, valueGuard),
 }
 
 // rewrite returns q with a guard before every growth construct. q must have
@@ -363,7 +392,7 @@ func (r *rewriter) parse(src string) *gojq.Query {
 // visitor guards nodes after their children, so that the text printed for
 // a node already holds its children's guards.
 func (r *rewriter) visitor() *jqVisitor {
-	return &jqVisitor{query: r.binop, term: r.growth, str: r.interpolation}
+	return &jqVisitor{query: r.binop, term: r.term, pattern: r.patternKeys}
 }
 
 // binop guards +, * and /.
@@ -388,21 +417,77 @@ func (r *rewriter) binop(q *gojq.Query) {
 	}
 }
 
-// interpolation guards every interpolated part of a string: gojq turns it
-// into text as tostring does.
-func (r *rewriter) interpolation(s *gojq.String) {
-	for i, q := range s.Queries {
-		if q.Term != nil && q.Term.Type == gojq.TermTypeString && q.Term.Str != nil && len(q.Term.Str.Queries) == 0 && q.Op == 0 {
-			continue // a literal part
+// interpolated reports whether s holds interpolations.
+func interpolated(s *gojq.String) bool { return s != nil && len(s.Queries) > 0 }
+
+// interpolation returns an interpolated string as the guarded expression it
+// stands for: each part turned into text as gojq does (tostring), joined by
+// guarded +. gojq would otherwise join the parts with its own +, out of the
+// guards' sight: "\(.list[])\(.big)" copies the big part once for every
+// value of the list.
+func (r *rewriter) interpolation(s *gojq.String) *gojq.Query {
+	acc := ""
+	for _, q := range s.Queries {
+		part := q.String() // a literal part prints as a string literal
+		if q.Term == nil || q.Term.Type != gojq.TermTypeString || interpolated(q.Term.Str) || q.Op != 0 {
+			part = fmt.Sprintf("((%s) | %s(%s; %d) | tostring)", q, guardIn, budgetVar, growthFactor["tostring/0"])
 		}
-		// gojq joins the parts with +, copying the text built so far at
-		// each part: with k parts the copies add up to at most k times the
-		// result, so each part is charged k times its text.
-		factor := 6 * len(s.Queries)
-		if nq := r.parse(fmt.Sprintf("(%s) | %s(%s; %d)", q, guardIn, budgetVar, factor)); nq != nil {
-			// gojq tells literal parts from interpolated ones by the
-			// part's term: keep a term, with no string of its own.
-			s.Queries[i] = &gojq.Query{Term: &gojq.Term{Type: gojq.TermTypeQuery, Query: nq}}
+		if acc == "" {
+			acc = part
+			continue
+		}
+		// As gojq's own chain: the new part is the right operand, which jq
+		// evaluates in the outer loop.
+		acc = fmt.Sprintf("((%s) as $__muster_r | (%s) as $__muster_l | %s(%s; \"+\"; $__muster_l; $__muster_r) | $__muster_l + $__muster_r)",
+			part, acc, guardBinop, budgetVar)
+	}
+	if acc == "" {
+		acc = `""`
+	}
+	return r.parse(acc)
+}
+
+// term guards growth functions and interpolated strings, wherever a string
+// may be interpolated: a term, an object key, an index.
+func (r *rewriter) term(t *gojq.Term) {
+	r.growth(t)
+	switch t.Type {
+	case gojq.TermTypeString:
+		if interpolated(t.Str) {
+			if nq := r.interpolation(t.Str); nq != nil {
+				t.Type, t.Str, t.Query = gojq.TermTypeQuery, nil, nq
+			}
+		}
+	case gojq.TermTypeObject:
+		for _, kv := range t.Object.KeyVals {
+			if interpolated(kv.KeyString) {
+				if nq := r.interpolation(kv.KeyString); nq != nil {
+					kv.KeyString, kv.KeyQuery = nil, nq
+				}
+			}
+		}
+	case gojq.TermTypeIndex:
+		r.index(t.Index)
+	}
+	for _, s := range t.SuffixList {
+		r.index(s.Index)
+	}
+}
+
+func (r *rewriter) index(x *gojq.Index) {
+	if x != nil && interpolated(x.Str) {
+		if nq := r.interpolation(x.Str); nq != nil {
+			x.Str, x.Start = nil, nq
+		}
+	}
+}
+
+func (r *rewriter) patternKeys(p *gojq.Pattern) {
+	for _, o := range p.Object {
+		if interpolated(o.KeyString) {
+			if nq := r.interpolation(o.KeyString); nq != nil {
+				o.KeyString, o.KeyQuery = nil, nq
+			}
 		}
 	}
 }
@@ -418,6 +503,9 @@ func (r *rewriter) growth(t *gojq.Term) {
 	switch {
 	case key == "join/1":
 		src = fmt.Sprintf("(%s) as $__muster_sep | %s(%s; $__muster_sep) | join($__muster_sep)", t.Func.Args[0], guardJoin, budgetVar)
+	case key == "error/1":
+		// The message is the argument; gojq encodes it whole to print it.
+		src = fmt.Sprintf("(%s) as $__muster_msg | %s(%s; $__muster_msg; %d) | error($__muster_msg)", t.Func.Args[0], guardValue, budgetVar, growthFactor[key])
 	case growthFactor[key] > 0:
 		src = fmt.Sprintf("%s(%s; %d) | %s", guardIn, budgetVar, growthFactor[key], t.Func)
 	default:
