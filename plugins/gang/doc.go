@@ -5,6 +5,8 @@
 //
 // Pods with spec.schedulingGroup belong to native Kubernetes PodGroups and are
 // left to the in-tree GangScheduling plugin; pods marked gang-free
-// (muster.io/grouping=none) are scheduled alone. See cmd/muster-scheduler/README.md
-// for the configuration and the exact all-or-nothing guarantee.
+// (muster.io/grouping=none) are scheduled alone; pods the pod-grouper marked
+// waiting, and pods of Volcano or KAI gangs, are refused with their reason.
+// See cmd/muster-scheduler/README.md for the configuration and the exact
+// all-or-nothing guarantee.
 package gang
