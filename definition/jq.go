@@ -332,6 +332,8 @@ func (d *deadlineCtx) Done() <-chan struct{} {
 		switch {
 		case d.calls > MaxEvalSteps:
 			d.expired, d.cause = true, errSteps
+		case d.budget.charge(stepBytes) != nil:
+			d.expired, d.cause = true, errBytes
 		case d.calls%deadlineCheckEvery == 0 && !time.Now().Before(d.deadline):
 			d.expired, d.cause = true, context.DeadlineExceeded
 		}

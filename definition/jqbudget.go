@@ -26,7 +26,9 @@ import (
 //     Without recursion and loops, only reduce and foreach iterate, over
 //     generators that the step budget bounds.
 //  3. A step budget: gojq asks the context's Done before every instruction,
-//     and the evaluation stops after MaxEvalSteps of them.
+//     and the evaluation stops after MaxEvalSteps of them; each step is also
+//     charged stepBytes to the byte budget below, for what a plain
+//     instruction allocates.
 //  4. A byte budget on every construct that can make a value bigger than its
 //     inputs: +, *, / and every string interpolation, and the functions of
 //     growthFactor. Before the construct runs, a guard estimates what it will
@@ -41,12 +43,17 @@ import (
 const (
 	// MaxEvalSteps bounds the jq instructions of one evaluation. The
 	// catalog's expressions take at most a few thousand.
-	MaxEvalSteps = 1_000_000
+	MaxEvalSteps = 500_000
 	// MaxEvalBytes bounds what the growth constructs of one evaluation may
 	// build, in bytes (estimated before they run).
 	MaxEvalBytes = 64 << 20
 	// maxNumberBits bounds an integer product.
 	maxNumberBits = 4096
+	// stepBytes is charged to the byte budget for every instruction: what
+	// one instruction may allocate besides the guarded constructs (an
+	// object of one key, a fork, a path element). The growth fuzzer's
+	// worst case measured 86 bytes a step.
+	stepBytes = 128
 )
 
 // Names the rewrite uses. The check (jqWalker) refuses user names that

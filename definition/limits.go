@@ -23,8 +23,11 @@ const (
 	// MaxExpressionNesting bounds how deeply parentheses, brackets, braces
 	// and string interpolations nest inside one expression.
 	MaxExpressionNesting = 64
-	// MaxDefinitionBytes bounds one definition document as decoded.
-	MaxDefinitionBytes = 256 << 10
+	// MaxDefinitionBytes bounds one definition document as decoded. It is
+	// above what etcd keeps (1.5 MiB less the object's overhead is the
+	// apiserver's limit, and a file may be bigger) only so far that an
+	// oversized expression is still reported by its field, below.
+	MaxDefinitionBytes = 1 << 20
 	// MaxComponents bounds the components of one definition (root included).
 	MaxComponents = 64
 	// MaxListItems bounds every other list of a definition: additional child

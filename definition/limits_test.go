@@ -53,7 +53,7 @@ func TestLimits(t *testing.T) {
 		// overflow", not recoverable) before the limits existed; the
 		// document is refused whole before it is parsed.
 		{"300k-term expression", withReplicas(strings.Repeat("0+", 300000) + ".spec.replicas"),
-			[]string{"the definition is 600", "at most 256 KiB"}},
+			[]string{"childComponents[0].scaleDefinition.replicasPath", "Too long", "4096"}},
 		{"20k-term expression", withReplicas(strings.Repeat("0+", 20000) + ".spec.replicas"),
 			[]string{"childComponents[0].scaleDefinition.replicasPath", "Too long", "4096"}},
 		{"just over the size limit", withReplicas(".spec.replicas" + strings.Repeat(" ", MaxExpressionBytes)),
@@ -102,11 +102,11 @@ func TestLimitsAdmitNestingAndSizeAtTheLimit(t *testing.T) {
 // refused before it is parsed, alone or in a stream.
 func TestDefinitionSize(t *testing.T) {
 	big := minimal + "# " + strings.Repeat("x", MaxDefinitionBytes) + "\n"
-	if _, err := Decode([]byte(big)); err == nil || !strings.Contains(err.Error(), "at most 256 KiB") {
+	if _, err := Decode([]byte(big)); err == nil || !strings.Contains(err.Error(), "at most 1024 KiB") {
 		t.Errorf("Decode: %v, want the size limit", err)
 	}
 	padded := strings.Replace(minimal, "metadata: {name: demo}", "metadata: {name: demo, annotations: {pad: "+strings.Repeat("x", MaxDefinitionBytes)+"}}", 1)
-	if _, err := DecodeAll([]byte(minimal + "---\n" + padded)); err == nil || !strings.Contains(err.Error(), "document 2") || !strings.Contains(err.Error(), "at most 256 KiB") {
+	if _, err := DecodeAll([]byte(minimal + "---\n" + padded)); err == nil || !strings.Contains(err.Error(), "document 2") || !strings.Contains(err.Error(), "at most 1024 KiB") {
 		t.Errorf("DecodeAll: %v, want the size limit of document 2", err)
 	}
 	if _, err := Decode([]byte(minimal)); err != nil {
