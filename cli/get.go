@@ -350,7 +350,9 @@ func workloadRow(ctx context.Context, obj *unstructured.Unstructured, ent *catal
 		}
 		if p.Spec.NodeName != "" {
 			nodes[p.Spec.NodeName] = true
-			if n := p.Labels[api.LabelPodGroup]; n != "" {
+			// A gang is bound by members that will stay: not one being
+			// deleted or already failed (describe counts the same way).
+			if n := p.Labels[api.LabelPodGroup]; n != "" && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed {
 				boundByPG[n]++
 			}
 		}
