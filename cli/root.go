@@ -176,6 +176,7 @@ func NewRootCommand(env *Env) *cobra.Command {
 
 	cmd.AddCommand(
 		NewCmdDescribe(env),
+		NewCmdFit(env),
 		NewCmdGet(env),
 		NewCmdValidate(env),
 		NewCmdSetScheduler(env),
