@@ -2,15 +2,19 @@
 # One image with muster's cluster binaries. The Deployment in manifests/
 # runs two of them (muster-scheduler and the muster-podgrouper sidecar) by
 # setting each container's command; the CLI is there for `kubectl exec` and
-# for copying out. muster-sandbox is built (make build builds all four) but
-# not shipped: it is a local tool that runs a whole control plane in-process
-# (make run).
+# for copying out. muster-sandbox is not shipped: it is a local tool that
+# runs a whole control plane in-process (make run).
 #
-#   docker build -t ghcr.io/muster-io/muster:$(git describe --tags --always) .
+# Without Docker, `make image` builds the same image (hack/image): the same
+# binaries, paths, user, entrypoint and labels; hack/image/dockerfile_test.go
+# holds this file and the builder equal.
 #
-# Build stage: the same `make build` as a developer's (ldflags stamp the
-# muster and Kubernetes versions), static (CGO off), without the VCS stamp
-# of the build context.
+#   docker build -t ghcr.io/muster-io/muster:$(git describe --tags --always --dirty) \
+#     --build-arg VERSION=$(git describe --tags --always --dirty) --build-arg REVISION=$(git rev-parse HEAD) .
+#
+# Build stage: `make build` as a developer's (ldflags stamp the muster and
+# Kubernetes versions), static (CGO off), without the VCS stamp and the
+# build paths (-trimpath), and only the shipped binaries.
 FROM golang:1.26 AS build
 WORKDIR /src
 # Dependencies first: this layer is reused while go.mod and go.sum stay.
@@ -18,14 +22,18 @@ COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 ARG VERSION=dev
-ENV CGO_ENABLED=0 GOFLAGS=-buildvcs=false
+ENV CGO_ENABLED=0 GOFLAGS="-buildvcs=false -trimpath"
 RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
-    make build BIN=/out VERSION=${VERSION}
+    make build BIN=/out VERSION=${VERSION} BINARIES="muster-scheduler muster-podgrouper muster"
 
 # Runtime: distroless static, non-root (uid 65532), no shell.
 FROM gcr.io/distroless/static-debian12:nonroot
+ARG VERSION=dev
+ARG REVISION=unknown
 LABEL org.opencontainers.image.source="https://github.com/muster-io/muster" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.description="muster: gang scheduling for any workload type"
 COPY --from=build /out/muster-scheduler  /usr/local/bin/muster-scheduler

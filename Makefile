@@ -42,8 +42,9 @@ image:
 ## push: make image, then push it (both platforms, one index) to
 ## $(REGISTRY)/muster:$(TAG) with the credentials of docker login
 TAG ?= $(VERSION)
-push: image
+push:
 	@test -n '$(REGISTRY)' || { echo 'usage: make push REGISTRY=registry.example.com/team [TAG=v0.1.0]'; exit 2; }
+	$(MAKE) image
 	$(GO) run ./hack/image/cmd/muster-image push -layout $(BIN)/image/oci '$(REGISTRY)/muster:$(TAG)'
 
 ## test: unit, catalog and integration tests (the command CI runs)
