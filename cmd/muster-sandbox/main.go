@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/muster-io/muster/cmd/muster-sandbox/app"
@@ -24,18 +25,44 @@ func main() {
 	fs.StringVar(&cfg.LogFile, "log-file", "", "control-plane log file (default: muster-sandbox.log beside the kubeconfig)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "stay up until Ctrl-C or SIGTERM, then shut down cleanly")
 	fs.BoolVar(&cfg.NoExamples, "no-examples", false, "start without operators and example workloads")
+	fs.BoolVar(&cfg.NoMuster, "no-muster", false, "start without muster-scheduler and the pod-grouper, for your own builds (implies --keep; examples are not applied)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: muster-sandbox [flags]
 
 An in-process Kubernetes control plane with fake GPU nodes, muster-scheduler
 and the pod-grouper. Unless --no-examples, it also runs the real operators
-the example workloads of examples/ name (built on the first run, about two
-minutes each, then cached), applies the examples and prints the
+the example workloads of examples/ name (built on the first run, 2–5 minutes
+at the same time, then cached), applies the examples and prints the
 "muster describe" view of each. Run it from the muster source tree.
 
-Prints "ready: kubeconfig=PATH" on stdout once everything is up.
+The kubeconfig's context is named muster-sandbox. With --keep the sandbox
+prints "ready: kubeconfig=PATH" on stdout once everything is up, and the
+next commands to type on stderr; without it, it stops after the examples.
 
-`)
+With --no-muster it runs the control plane, the controllers, the nodes and
+the operators, but neither muster-scheduler nor the pod-grouper: run your
+own builds against the kubeconfig, the scheduler with the shipped
+configuration pointed at the sandbox, which it writes beside the kubeconfig
+as %s. It prints the commands; nothing is
+scheduled until they run.
+
+Examples:
+  # The examples, then stop (make run)
+  muster-sandbox
+
+  # Stay up with 8 nodes of 8 GPUs in 2 zones, kubeconfig where you want it
+  muster-sandbox --nodes 8 --gpus-per-node 8 --zones 2 --keep --kubeconfig /tmp/muster.kubeconfig
+
+  # An empty cluster for your own workloads
+  muster-sandbox --no-examples --keep
+
+  # Your own muster-scheduler and pod-grouper builds against the sandbox
+  muster-sandbox --no-muster
+  go run ./cmd/muster-podgrouper --kubeconfig %s
+  go run ./cmd/muster-scheduler --config %s
+
+Flags:
+`, app.SchedulerConfigFile, app.DefaultKubeconfig(), filepath.Join(filepath.Dir(app.DefaultKubeconfig()), app.SchedulerConfigFile))
 		fs.PrintDefaults()
 	}
 	_ = fs.Parse(os.Args[1:])

@@ -88,27 +88,10 @@ func installMusterCRDs(ctx context.Context, cp *localcluster.ControlPlane, root 
 }
 
 // startScheduler runs muster-scheduler: kube-scheduler's own command path
-// with the MusterGang plugin registered, on the shipped configuration. Two
-// settings are the sandbox's: the client connection (the sandbox's
-// kubeconfig instead of the in-cluster account) and leader election (off:
-// there is one replica, and kube-scheduler's app exits the process when
-// its leadership ends, which would take the sandbox with it).
+// with the MusterGang plugin registered, on the shipped configuration (see
+// schedulerConfigFor).
 func startScheduler(ctx context.Context, cp *localcluster.ControlPlane, root string) error {
-	path := filepath.Join(root, schedulerConfig)
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	var doc map[string]any
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if doc == nil {
-		return fmt.Errorf("%s: empty", path)
-	}
-	doc["clientConnection"] = map[string]any{"kubeconfig": cp.KubeconfigPath}
-	doc["leaderElection"] = map[string]any{"leaderElect": false}
-	cfg, err := yaml.Marshal(doc)
+	cfg, err := schedulerConfigFor(root, cp.KubeconfigPath, false)
 	if err != nil {
 		return err
 	}
@@ -116,6 +99,37 @@ func startScheduler(ctx context.Context, cp *localcluster.ControlPlane, root str
 		return fmt.Errorf("%s: %w", schedulerConfig, err)
 	}
 	return nil
+}
+
+// schedulerConfigFor is the shipped scheduler configuration with the
+// settings that are the sandbox's: the client connection (kubeconfig instead
+// of the in-cluster account; the shipped QPS and burst only when
+// shippedLimits, else the harness's) and leader election (off: there is one
+// replica, and kube-scheduler's app exits the process when its leadership
+// ends, which would take the sandbox with it). With --no-muster the sandbox
+// writes it, with the shipped limits, for the developer's own
+// muster-scheduler.
+func schedulerConfigFor(root, kubeconfig string, shippedLimits bool) ([]byte, error) {
+	path := filepath.Join(root, schedulerConfig)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if doc == nil {
+		return nil, fmt.Errorf("%s: empty", path)
+	}
+	conn, _ := doc["clientConnection"].(map[string]any)
+	if conn == nil || !shippedLimits {
+		conn = map[string]any{}
+	}
+	conn["kubeconfig"] = kubeconfig
+	doc["clientConnection"] = conn
+	doc["leaderElection"] = map[string]any{"leaderElect": false}
+	return yaml.Marshal(doc)
 }
 
 // startPodGrouper runs the muster-podgrouper command's Run in this process

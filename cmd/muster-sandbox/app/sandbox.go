@@ -3,7 +3,8 @@
 // muster-scheduler (kube-scheduler with the MusterGang plugin, on the
 // shipped configuration) and the pod-grouper, the real operators the
 // examples need (child processes), and the example workloads of package
-// examples, each shown with `muster describe`. It is the body of
+// examples, each shown with `muster describe`. With NoMuster it runs the
+// cluster without muster, for a developer's own builds. It is the body of
 // cmd/muster-sandbox (`make run`).
 package app
 
@@ -19,8 +20,10 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/muster-io/muster/examples"
 	"github.com/muster-io/muster/localcluster"
@@ -29,6 +32,10 @@ import (
 
 // SchedulerName is the scheduler name muster serves; example workloads use it.
 const SchedulerName = "muster-scheduler"
+
+// KubeconfigContext is the context (and cluster) name of the kubeconfig the
+// sandbox writes: it says what the cluster is in any kubectl context list.
+const KubeconfigContext = "muster-sandbox"
 
 // Config is what the command-line flags set.
 type Config struct {
@@ -45,11 +52,22 @@ type Config struct {
 	Keep bool
 	// NoExamples starts an empty cluster.
 	NoExamples bool
+	// NoMuster starts the cluster, its controllers, the nodes and the
+	// operators, but neither muster-scheduler nor the pod-grouper: a
+	// developer runs their own builds against the kubeconfig (with the
+	// scheduler configuration the sandbox writes beside it). No example is
+	// applied (nothing would schedule it); Keep is implied.
+	NoMuster bool
 
 	// Stdout gets results (example summaries, the "ready:" line); Stderr
 	// gets progress lines.
 	Stdout, Stderr io.Writer
 }
+
+// SchedulerConfigFile is where, beside the kubeconfig, a sandbox started
+// with NoMuster writes the scheduler configuration for the developer's own
+// muster-scheduler: the shipped one, pointed at the sandbox.
+const SchedulerConfigFile = "muster-sandbox-scheduler.yaml"
 
 // DefaultKubeconfig is the kubeconfig path used when none is given.
 func DefaultKubeconfig() string {
@@ -64,8 +82,8 @@ func DefaultKubeconfig() string {
 // What runs, in order: the control plane; the CRDs muster ships and those of
 // the operators the examples need; the cluster's controllers and the pod
 // simulator; the fake GPU nodes; muster-scheduler (the shipped
-// configuration) and the pod-grouper; the operators (built on first use);
-// then the examples of package examples.
+// configuration) and the pod-grouper, unless NoMuster; the operators (built
+// on first use); then the examples of package examples, unless NoMuster.
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.Nodes < 1 {
 		return fmt.Errorf("--nodes must be at least 1, got %d", cfg.Nodes)
@@ -82,6 +100,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Kubeconfig == "" {
 		cfg.Kubeconfig = DefaultKubeconfig()
 	}
+	if cfg.NoMuster {
+		// Without muster nothing schedules; a cluster that stopped at once
+		// would be no use to anyone.
+		cfg.Keep = true
+	}
 	kubeconfig, err := filepath.Abs(cfg.Kubeconfig)
 	if err != nil {
 		return err
@@ -93,11 +116,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	all, err := examples.All()
+	if err != nil {
+		return err
+	}
 	var exs []examples.Example
 	if !cfg.NoExamples {
-		if exs, err = examples.All(); err != nil {
-			return err
-		}
+		exs = all
 	}
 	operators, err := operatorsFor(exs)
 	if err != nil {
@@ -133,9 +158,11 @@ func Run(ctx context.Context, cfg Config) error {
 		waitBuilds()
 	}()
 
+	// The in-process components and operators use the control plane's own
+	// kubeconfig (in its temp dir); people get one whose context says what
+	// it is.
 	cp, err := localcluster.Start(localcluster.Options{
-		KubeconfigPath: kubeconfig,
-		LogOutput:      logFile,
+		LogOutput: logFile,
 		Progress: func(step string, _ time.Duration) {
 			if !strings.HasPrefix(step, "starting ") {
 				progress("%s", step)
@@ -145,13 +172,20 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	schedulerFile := filepath.Join(filepath.Dir(kubeconfig), SchedulerConfigFile)
 	defer func() {
 		stopBegin := time.Now()
 		cp.Stop()
 		// The kubeconfig points at a server that no longer exists.
 		_ = os.Remove(kubeconfig)
+		if cfg.NoMuster {
+			_ = os.Remove(schedulerFile)
+		}
 		fmt.Fprintf(cfg.Stderr, "stopped in %.1fs\n", time.Since(stopBegin).Seconds())
 	}()
+	if err := writeKubeconfig(cp.KubeconfigPath, kubeconfig); err != nil {
+		return err
+	}
 	// Components live until cp.Stop stops them in order, not until ctx
 	// ends: a Ctrl-C must not tear them down underneath one another.
 	compCtx := context.WithoutCancel(ctx)
@@ -203,14 +237,25 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	progress("%d nodes × %d GPUs in %d zones", cfg.Nodes, cfg.GPUsPerNode, min(cfg.Zones, cfg.Nodes))
 
-	if err := startScheduler(compCtx, cp, root); err != nil {
-		return fmt.Errorf("%s: %w", SchedulerName, err)
+	if cfg.NoMuster {
+		sc, err := schedulerConfigFor(root, kubeconfig, true)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(schedulerFile, sc, 0o600); err != nil {
+			return fmt.Errorf("scheduler configuration: %w", err)
+		}
+		progress("no %s and no pod-grouper (--no-muster); scheduler configuration for yours: %s", SchedulerName, schedulerFile)
+	} else {
+		if err := startScheduler(compCtx, cp, root); err != nil {
+			return fmt.Errorf("%s: %w", SchedulerName, err)
+		}
+		progress("%s running (%s, plugin %s)", SchedulerName, schedulerConfig, gang.Name)
+		if err := startPodGrouper(compCtx, cp); err != nil {
+			return fmt.Errorf("pod-grouper: %w", err)
+		}
+		progress("pod-grouper running")
 	}
-	progress("%s running (%s, plugin %s)", SchedulerName, schedulerConfig, gang.Name)
-	if err := startPodGrouper(compCtx, cp); err != nil {
-		return fmt.Errorf("pod-grouper: %w", err)
-	}
-	progress("pod-grouper running")
 
 	// Operators start when the first example that needs one comes, so the
 	// first example runs while the next operator still builds.
@@ -231,6 +276,22 @@ func Run(ctx context.Context, cfg Config) error {
 		started[op] = true
 		progress("%s operator running", op)
 		return nil
+	}
+
+	if cfg.NoMuster {
+		// The operators, so the developer's builds meet real JobSets and
+		// LeaderWorkerSets; the examples are theirs to apply.
+		for _, op := range operators {
+			if err := ensureOperator(op); err != nil {
+				return err
+			}
+		}
+		if len(exs) > 0 {
+			if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ExampleNamespace}}, metav1.CreateOptions{}); err != nil && !isAlreadyExists(err) {
+				return err
+			}
+		}
+		exs = nil
 	}
 
 	gpusLeft := int64(cfg.Nodes * cfg.GPUsPerNode)
@@ -273,7 +334,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	progress("ready")
 	fmt.Fprintf(cfg.Stdout, "ready: kubeconfig=%s\n", kubeconfig)
-	fmt.Fprintf(cfg.Stderr, "up; try:\n  kubectl --kubeconfig %s get nodes,pods -A -o wide\n  go run ./cmd/muster --kubeconfig %s get -A\n(Ctrl-C to stop)\n", kubeconfig, kubeconfig)
+	fmt.Fprint(cfg.Stderr, nextSteps(cfg, kubeconfig, schedulerFile, all, started))
 	<-ctx.Done()
 	fmt.Fprintf(cfg.Stderr, "shutting down\n")
 	return nil
@@ -316,9 +377,101 @@ func checkOverwrite(path string) error {
 		return fmt.Errorf("--kubeconfig %s exists and is not a kubeconfig (%v); choose another path", path, err)
 	}
 	for name := range kc.Contexts {
-		if name != localcluster.KubeconfigContext {
+		// Earlier sandboxes named the context after the harness.
+		if name != KubeconfigContext && name != localcluster.KubeconfigContext {
 			return fmt.Errorf("--kubeconfig %s exists and has context %q: not a sandbox kubeconfig, refusing to overwrite it; choose another path", path, name)
 		}
 	}
 	return nil
+}
+
+// writeKubeconfig writes the control plane's admin kubeconfig (from) to
+// path with its cluster, user and context named KubeconfigContext.
+func writeKubeconfig(from, path string) error {
+	kc, err := clientcmd.LoadFromFile(from)
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	cur := kc.Contexts[kc.CurrentContext]
+	if cur == nil {
+		return fmt.Errorf("kubeconfig %s: no current context", from)
+	}
+	out := clientcmdapi.NewConfig()
+	out.Clusters[KubeconfigContext] = kc.Clusters[cur.Cluster]
+	out.AuthInfos[KubeconfigContext] = kc.AuthInfos[cur.AuthInfo]
+	out.Contexts[KubeconfigContext] = &clientcmdapi.Context{Cluster: KubeconfigContext, AuthInfo: KubeconfigContext, Namespace: cur.Namespace}
+	out.CurrentContext = KubeconfigContext
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("kubeconfig dir: %w", err)
+	}
+	if err := clientcmd.WriteToFile(*out, path); err != nil {
+		return fmt.Errorf("write kubeconfig %s: %w", path, err)
+	}
+	return nil
+}
+
+// nextSteps is what to type next, printed once the sandbox is up: three
+// commands, run from the source tree as `make run` is, each with what it
+// shows.
+func nextSteps(cfg Config, kubeconfig, schedulerFile string, all []examples.Example, operators map[string]bool) string {
+	var head string
+	var steps [][2]string
+	if cfg.NoMuster {
+		head = fmt.Sprintf("up without %s and the pod-grouper (context %s); run your own builds against it, each in a terminal of its own:", SchedulerName, KubeconfigContext)
+		steps = append(steps,
+			[2]string{"go run ./cmd/muster-podgrouper --kubeconfig " + kubeconfig, "your pod-grouper"},
+			[2]string{"go run ./cmd/muster-scheduler --config " + schedulerFile, "your scheduler, on the shipped configuration"})
+		if ex, ns, ok := exampleToApply(cfg, all, operators); ok {
+			steps = append(steps, [2]string{fmt.Sprintf("kubectl --kubeconfig %s apply -n %s -f examples/%s", kubeconfig, ns, ex.File), "a workload for them"})
+		}
+	} else {
+		head = fmt.Sprintf("up (context %s); next:", KubeconfigContext)
+		steps = append(steps,
+			[2]string{"export KUBECONFIG=" + kubeconfig, "for kubectl and muster"},
+			[2]string{"go run ./cmd/muster get -A", "every workload: pods, GPUs, gangs"})
+		if ex, ok := exampleFile(all, examples.ExpectUnschedulable); ok {
+			steps = append(steps, [2]string{"go run ./cmd/muster fit -f examples/" + ex.File, "would it fit now, where, and if not, why"})
+		}
+	}
+	width := 0
+	for _, st := range steps {
+		width = max(width, len(st[0]))
+	}
+	var b strings.Builder
+	b.WriteString(head + "\n")
+	for _, st := range steps {
+		fmt.Fprintf(&b, "  %-*s  # %s\n", width, st[0], st[1])
+	}
+	b.WriteString("(Ctrl-C to stop)\n")
+	return b.String()
+}
+
+// exampleToApply picks the first example expected to schedule whose
+// operator runs (or that needs none), and its namespace.
+func exampleToApply(cfg Config, all []examples.Example, operators map[string]bool) (examples.Example, string, bool) {
+	for _, ex := range all {
+		if ex.Expect != examples.ExpectScheduled || (ex.Operator != "" && !operators[ex.Operator]) {
+			continue
+		}
+		ns := ex.Namespace
+		switch {
+		case ns != "":
+		case cfg.NoExamples:
+			ns = metav1.NamespaceDefault
+		default:
+			ns = ExampleNamespace
+		}
+		return ex, ns, true
+	}
+	return examples.Example{}, "", false
+}
+
+// exampleFile is the first example with the given expectation.
+func exampleFile(all []examples.Example, expect examples.Expect) (examples.Example, bool) {
+	for _, ex := range all {
+		if ex.Expect == expect {
+			return ex, true
+		}
+	}
+	return examples.Example{}, false
 }
