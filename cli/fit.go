@@ -70,6 +70,10 @@ TYPE/NAME reads a submitted workload (its pending members are placed, its bound
 members stay where they are); with several contexts it is read from the first
 one and its spec is evaluated on the others as with -f.
 
+The exit code is 0 whenever the report is printed, whether the gangs fit or
+not (read "fits" in -o json); with several contexts, also when some cannot be
+read, as long as one can.
+
 RBAC: list nodes (cluster-wide) and list pods (all namespaces); with TYPE/NAME
 also get the workload and list pods and PodGroups in its namespace; the
 cluster's Kartas are listed when readable.`
@@ -808,6 +812,12 @@ func (s *fitSnapshot) placeGang(ctx context.Context, g *fitGang, filter plan.Fil
 		Members: len(g.pending) + len(g.placed), Bound: len(g.placed), Assignments: []MemberFit{}, Nodes: []NodeFit{}}
 	if g.topology.Key != "" {
 		gf.Topology = &TopologyFit{Key: g.topology.Key, Required: g.topology.Required}
+	}
+	if n := len(g.pending) + len(g.placed); g.blocked == "" && n < g.minMember {
+		// The plugin does not plan a gang whose members do not all exist
+		// yet; its own words.
+		g.blocked = fmt.Sprintf("waiting for members of gang %s: %d of %d (minMember) exist", g.key, n, g.minMember)
+		g.blockedVerdict = verdictUnknown
 	}
 	if g.blocked != "" {
 		gf.Verdict, gf.Reason = g.blockedVerdict, g.blocked

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -446,5 +447,75 @@ func TestFitSnapshotListsOnly(t *testing.T) {
 	}
 	if strings.Join(seen, ",") != "list nodes,list pods" {
 		t.Errorf("API calls %v; want list nodes, list pods", seen)
+	}
+}
+
+// TestFitWaitsForMembers: a gang whose min-member is more than its pods is
+// not planned by the plugin, which waits for the rest; fit says so in its
+// words instead of a verdict.
+func TestFitWaitsForMembers(t *testing.T) {
+	job := `{"apiVersion": "batch/v1", "kind": "Job",
+	 "metadata": {"name": "short", "namespace": "team-a", "annotations": {"muster.io/min-member": "4"}},
+	 "spec": {"parallelism": 2, "completions": 2, "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}}`
+	res := run(t, clusterA(t), job, "fit", "-f", "-", "-o", "json")
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s", res.code, res.stderr)
+	}
+	g := decodeFit(t, res.stdout).Clusters[0].Workloads[0].Gangs[0]
+	want := "waiting for members of gang team-a/short: 2 of 4 (minMember) exist"
+	if g.Fits || g.Verdict != "not evaluated" || g.Reason != want {
+		t.Errorf("gang %+v; want not evaluated, %q", g, want)
+	}
+}
+
+// BenchmarkFit1000Nodes times `muster fit -f` on a cluster of 1000 nodes of
+// 8 GPUs and 10,000 bound pods (fake clients: the list calls cost no
+// network): the snapshot, the scheduler's node filters and the plan of a
+// 64-member gang in one zone.
+//
+//	go test ./cli -run '^$' -bench Fit1000 -benchmem
+func BenchmarkFit1000Nodes(b *testing.B) {
+	var objs []runtime.Object
+	for i := range 1000 {
+		name := fmt.Sprintf("n%04d", i)
+		alloc := corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("128"), corev1.ResourceMemory: resource.MustParse("1Ti"),
+			corev1.ResourcePods: resource.MustParse("110"), "nvidia.com/gpu": resource.MustParse("8"),
+		}
+		objs = append(objs, &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"node-type": "gpu", "topology.kubernetes.io/zone": fmt.Sprintf("zone-%d", i%4)}},
+			Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}}},
+			Status:     corev1.NodeStatus{Allocatable: alloc, Capacity: alloc},
+		})
+		for j := range 10 {
+			// Every node but every tenth one partly used: 10 pods of 0 or
+			// 1 GPU.
+			gpus := int64(0)
+			if i%10 != 0 && j < 5 {
+				gpus = 1
+			}
+			objs = append(objs, busyPod(fmt.Sprintf("p-%s-%d", name, j), name, gpus, corev1.PodRunning))
+		}
+	}
+	// A mapper that serves nothing: -f needs no type, and no cluster Karta.
+	c := &Cluster{Mapper: meta.NewDefaultRESTMapper(nil), Kube: kubefake.NewClientset(objs...), Namespace: "default"}
+	job := `{"apiVersion": "batch/v1", "kind": "Job",
+	 "metadata": {"name": "big", "namespace": "team-a", "annotations": {"muster.io/min-member": "64", "muster.io/topology-required": "topology.kubernetes.io/zone"}},
+	 "spec": {"parallelism": 64, "completions": 64, "template": {"spec": {
+	   "nodeSelector": {"node-type": "gpu"}, "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+	   "containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}}}}`
+	b.ReportAllocs()
+	for b.Loop() {
+		res := run(b, c, job, "fit", "-f", "-", "-o", "json")
+		if res.code != 0 {
+			b.Fatalf("exit %d: %s", res.code, res.stderr)
+		}
+		var r FitReport
+		if err := json.Unmarshal([]byte(res.stdout), &r); err != nil {
+			b.Fatal(err)
+		}
+		if c := r.Clusters[0]; !c.Fits || c.Nodes != 1000 || c.BoundPods != 10000 {
+			b.Fatalf("cluster %d nodes, %d bound pods, fits %v; want 1000, 10000, fits", c.Nodes, c.BoundPods, c.Fits)
+		}
 	}
 }
