@@ -57,6 +57,13 @@ type Options struct {
 	// StartTimeout bounds etcd's start (the apiserver has its own one-minute
 	// limit). Default 30s.
 	StartTimeout time.Duration
+
+	// Restartable lets RestartAPIServer stop and start the kube-apiserver
+	// on the same etcd with every client config still valid: clients reach
+	// it through a proxy on a fixed address, with a static admin token and
+	// the serving certificate kept in Dir (see restart.go). The harness adds
+	// --cert-dir and --token-auth-file to the apiserver flags.
+	Restartable bool
 }
 
 // ControlPlane is a running etcd + kube-apiserver with admin clients. Every
@@ -85,6 +92,8 @@ type ControlPlane struct {
 	dir    string
 	logOut io.Writer
 	etcd   *embed.Etcd
+	// restart is set when Options.Restartable is.
+	restart *apiRestarter
 
 	mu       sync.Mutex
 	stops    []namedStop
@@ -174,18 +183,7 @@ func (cp *ControlPlane) startEtcd(timeout time.Duration) error {
 	return nil
 }
 
-func (cp *ControlPlane) startAPIServer(opts Options) (err error) {
-	// The upstream test server reports setup failures through tb.Fatal,
-	// which panics here; turn that back into an error.
-	defer func() {
-		if r := recover(); r != nil {
-			fp, ok := r.(fatalPanic)
-			if !ok {
-				panic(r)
-			}
-			err = fmt.Errorf("kube-apiserver: %s", fp.msg)
-		}
-	}()
+func (cp *ControlPlane) startAPIServer(opts Options) error {
 	sc := storagebackend.NewDefaultConfig(fmt.Sprintf("/%s/registry", filepath.Base(cp.dir)), nil)
 	sc.Transport.ServerList = []string{cp.EtcdEndpoint}
 
@@ -199,17 +197,40 @@ func (cp *ControlPlane) startAPIServer(opts Options) (err error) {
 	}
 	flags = append(flags, opts.APIServerFlags...)
 
-	ts, err := apiservertesting.StartTestServer(cp.tb,
-		&apiservertesting.TestServerInstanceOptions{DisableInvariantChecks: true},
-		flags, sc)
+	if opts.Restartable {
+		return cp.startRestartableAPIServer(flags, sc)
+	}
+	ts, err := startTestServer(cp.tb, flags, sc)
 	if err != nil {
-		return fmt.Errorf("start kube-apiserver: %w", err)
+		return err
 	}
 	// TearDownFn stops the server and removes its temp dir; it runs before
 	// the TB's own cleanups (feature gate restore) and etcd's Close.
 	cp.tb.Cleanup(ts.TearDownFn)
 	cp.RestConfig = ts.ClientConfig
 	return nil
+}
+
+// startTestServer starts one upstream kube-apiserver test server.
+func startTestServer(tb *processTB, flags []string, sc *storagebackend.Config) (ts apiservertesting.TestServer, err error) {
+	// The upstream test server reports setup failures through tb.Fatal,
+	// which panics here; turn that back into an error.
+	defer func() {
+		if r := recover(); r != nil {
+			fp, ok := r.(fatalPanic)
+			if !ok {
+				panic(r)
+			}
+			err = fmt.Errorf("kube-apiserver: %s", fp.msg)
+		}
+	}()
+	ts, err = apiservertesting.StartTestServer(tb,
+		&apiservertesting.TestServerInstanceOptions{DisableInvariantChecks: true},
+		flags, sc)
+	if err != nil {
+		return ts, fmt.Errorf("start kube-apiserver: %w", err)
+	}
+	return ts, nil
 }
 
 func (cp *ControlPlane) buildClients(kubeconfigPath string) error {
