@@ -580,3 +580,27 @@ func TestQuorumReachedActivatesHeldMembers(t *testing.T) {
 		t.Errorf("activated below the quorum: %v", got)
 	}
 }
+
+// A member whose bind the scheduler saw fail may still have been stored: it
+// shows up bound without passing the barrier. The members waiting there are
+// let go as soon as the informer shows it, not at the barrier's timeout.
+func TestMemberBoundOutsideBarrierCompletesIt(t *testing.T) {
+	pods := members("g", 2, 1)
+	e := newBarrierEnv(t, []*v1.Node{gpuNode("n1", 4)}, []*schedv1alpha1.PodGroup{podGroup("g", 2)}, pods)
+	if st, _ := e.schedule(pods[0]); !st.IsWait() {
+		t.Fatalf("%s: %v, want Wait below the quorum", pods[0].Name, st)
+	}
+	bound := pods[1].DeepCopy()
+	bound.Spec.NodeName = "n1"
+	if err := e.pl.podIndexer.Update(bound); err != nil {
+		t.Fatal(err)
+	}
+	e.pl.onPod(pods[1], bound)
+	out := e.outcomes(1)
+	if st := out[pods[0].Name]; !st.IsSuccess() {
+		t.Fatalf("%s: %v, want allowed once the other member is bound", pods[0].Name, st)
+	}
+	if n := e.waiting(); n != 0 {
+		t.Errorf("%d members still waiting", n)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 )
 
 // Reserve records the member's node: reserved members count toward the
@@ -139,6 +140,15 @@ func (p *Plugin) Permit(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 		p.mu.Unlock()
 		return fwk.NewStatus(fwk.Wait, fmt.Sprintf("waiting for %d members of gang %s", want, key)), deadline.Sub(p.clock.Now()) + permitBackstop
 	}
+	p.allowLocked(key, g)
+	p.mu.Unlock()
+	p.afterAllow(pg, key, want)
+	return nil, 0
+}
+
+// allowLocked lets every waiting member of the gang go together and closes
+// its barrier. Call with p.mu held, once the quorum is counted.
+func (p *Plugin) allowLocked(key types.NamespacedName, g *gangState) {
 	p.closeBarrier(g)
 	g.verdict = nil
 	var waiting []fwk.WaitingPod
@@ -150,11 +160,34 @@ func (p *Plugin) Permit(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 	for _, wp := range waiting {
 		wp.Allow(Name)
 	}
-	p.mu.Unlock()
+}
+
+func (p *Plugin) afterAllow(pg *schedv1alpha1.PodGroup, key types.NamespacedName, want int) {
 	attempts.WithLabelValues(resultPermitted).Inc()
 	p.recordEvent(pg, v1.EventTypeNormal, "GangScheduled", "Scheduling", fmt.Sprintf("gang %s: %d members placed together", key, want))
 	p.status.enqueue(key)
-	return nil, 0
+}
+
+// boundOutsideBarrier completes an open barrier when a member turns up
+// bound without passing it: a bind the scheduler saw fail (the connection
+// dropped) may still have been stored, and the members waiting at the
+// barrier would otherwise wait for the quorum until it times out — with
+// the gang partly bound all that time, and not evictable while reserved.
+func (p *Plugin) boundOutsideBarrier(key types.NamespacedName) {
+	pg := p.podGroup(key)
+	if pg == nil {
+		return
+	}
+	want := minMember(pg)
+	p.mu.Lock()
+	g, ok := p.gangs[key]
+	if !ok || g.barrier == nil || p.quorumLocked(key, g, nil) < want {
+		p.mu.Unlock()
+		return
+	}
+	p.allowLocked(key, g)
+	p.mu.Unlock()
+	p.afterAllow(pg, key, want)
 }
 
 // openBarrier starts the gang's barrier timer when the first member waits
@@ -195,10 +228,13 @@ func (p *Plugin) barrierExpired(key types.NamespacedName, b *barrier, timeout ti
 }
 
 // quorumLocked counts members that are bound or reserved by this scheduler, once
-// each; pod (being permitted) is reserved already.
+// each; pod (being permitted, or nil) is reserved already.
 // Call with p.mu held.
 func (p *Plugin) quorumLocked(key types.NamespacedName, g *gangState, pod *v1.Pod) int {
-	counted := map[types.UID]bool{pod.UID: true}
+	counted := map[types.UID]bool{}
+	if pod != nil {
+		counted[pod.UID] = true
+	}
 	for uid := range g.reserved {
 		counted[uid] = true
 	}

@@ -325,6 +325,7 @@ func (p *Plugin) onPod(oldObj, newObj any) {
 	}
 	if old != nil && old.Spec.NodeName == "" && pod.Spec.NodeName != "" {
 		p.observeBound(key)
+		p.boundOutsideBarrier(key)
 	}
 	if !live(pod) {
 		p.forgetMember(key, pod)

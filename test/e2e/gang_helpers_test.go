@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -245,11 +246,17 @@ func (o *releaseObserver) GetWaitingPod(uid types.UID) fwk.WaitingPod {
 }
 
 // allow records the release at its first Allow, before the real Allow.
-func (o *releaseObserver) allow(uid types.UID) {
+func (o *releaseObserver) allow(pod *corev1.Pod) {
+	uid := pod.UID
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.pod == nil {
-		panic(fmt.Sprintf("barrier observer: pod %s allowed outside Permit", uid))
+		// Outside Permit the plugin lets a barrier go when a member shows
+		// up bound without passing it (a bind stored although the
+		// scheduler saw it fail): the release is the gang's waiting
+		// members with its bound ones.
+		o.recordOutside(pod)
+		return
 	}
 	if o.allowed == nil {
 		o.allowed = map[types.UID]bool{}
@@ -269,9 +276,35 @@ type observedWaitingPod struct {
 
 func (w observedWaitingPod) Allow(pluginName string) {
 	if pluginName == gang.Name {
-		w.o.allow(w.GetPod().UID)
+		w.o.allow(w.GetPod())
 	}
 	w.WaitingPod.Allow(pluginName)
+}
+
+// recordOutside records a release made outside Permit: every member of
+// pod's gang that waits at the barrier or is bound, as the plugin's own
+// informer shows them. Call with o.mu held.
+func (o *releaseObserver) recordOutside(pod *corev1.Pod) {
+	key, member := gangOf(pod)
+	if !member {
+		panic(fmt.Sprintf("barrier observer: %s/%s allowed outside Permit and not a gang member", pod.Namespace, pod.Name))
+	}
+	var set []types.UID
+	o.Framework.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
+		if k, m := gangOf(wp.GetPod()); m && k == key {
+			set = append(set, wp.GetPod().UID)
+		}
+	})
+	pods, err := o.Framework.SharedInformerFactory().Core().V1().Pods().Lister().Pods(key.Namespace).List(labels.SelectorFromSet(labels.Set{api.LabelPodGroup: key.Name}))
+	if err != nil {
+		panic(fmt.Sprintf("barrier observer: list members of %s: %v", key, err))
+	}
+	for _, p := range pods {
+		if p.Spec.NodeName != "" && !slices.Contains(set, p.UID) {
+			set = append(set, p.UID)
+		}
+	}
+	barrierLog.record(key, set)
 }
 
 func createPodGroup(t testing.TB, ns, name string, minMember int32, annotations map[string]string) *schedv1alpha1.PodGroup {
