@@ -43,7 +43,8 @@ func TestWorkqueueMetrics(t *testing.T) {
 	q.Add("a")
 	rec := httptest.NewRecorder()
 	newMux(false, func() bool { return true }).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	if want := `workqueue_adds_total{name="muster_test_queue"} 1`; !strings.Contains(rec.Body.String(), want) {
+	// The series, not its value: -count=N runs add to the same queue name.
+	if want := `workqueue_adds_total{name="muster_test_queue"} `; !strings.Contains(rec.Body.String(), want) {
 		t.Errorf("/metrics lacks %s", want)
 	}
 }
