@@ -26,6 +26,14 @@
 // by the operator.yaml beside it (module, CRDs, webhooks, command line): see
 // Operators, InstallOperatorCRDs, BuildOperator and StartOperator.
 //
+// Fault tests: with Options.Restartable, RestartAPIServer stops the
+// kube-apiserver and starts a new one on the same etcd; clients reach it
+// through a loopback proxy with a fixed address, certificate and token, so
+// every client (and the kubeconfig file) keeps working across the restart.
+// The sandbox and most tests run without it. StartNamespaceController runs
+// the namespace controller (the sandbox does; the tests leave namespaces
+// behind for the shared control plane to stop with).
+//
 // Tests isolate themselves with NewNamespace and, when they need nodes of their
 // own, with node pools (NodeSpec.Pool): pool nodes carry a label and a taint so
 // that only pods that ask for the pool land there.
