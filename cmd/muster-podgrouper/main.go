@@ -3,7 +3,10 @@
 package main
 
 import (
+	"context"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"k8s.io/component-base/cli"
 
@@ -11,5 +14,13 @@ import (
 )
 
 func main() {
-	os.Exit(cli.Run(app.NewMainCommand()))
+	// SIGTERM is how the kubelet stops a container: cancelling the context
+	// lets the pod-grouper hand its lease back (ReleaseOnCancel), so the
+	// standby replica takes over at once instead of after the lease expires.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	cmd := app.NewMainCommand()
+	cmd.SetContext(ctx)
+	code := cli.Run(cmd)
+	stop()
+	os.Exit(code)
 }

@@ -158,6 +158,13 @@ func Run(ctx context.Context, o *Options) error {
 	go le.Run(ctx)
 	select {
 	case <-ctx.Done():
+		// le.Run hands the lease back (ReleaseOnCancel) and then calls
+		// OnStoppedLeading: wait for that, bounded, so that the standby
+		// takes over at once rather than when the lease expires.
+		select {
+		case <-lost:
+		case <-time.After(o.LeaderElection.RenewDeadline.Duration):
+		}
 		return nil
 	case err := <-srvErr:
 		return err
