@@ -243,13 +243,9 @@ func (o *DescribeOptions) runLive(ctx context.Context) (*Description, error) {
 		f.owners.prefetch(ctx, ns, childKinds(ent.Compiled.Definition()))
 	}
 
-	<-f.rootDone
-	root, err := f.root, f.rootErr
+	root, err := f.waitRoot(rt, o.nameArg, ns)
 	if err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, notFoundErrorf("%s %q not found in namespace %q (try \"muster get %s -A\")", rt.Mapping.Resource.Resource, o.nameArg, ns, strings.ToLower(rt.GVK.Kind))
-		}
-		return nil, apiError(fmt.Sprintf("get %s %s", rt.Mapping.Resource.Resource, o.nameArg), err)
+		return nil, err
 	}
 	in := describeInput{
 		Root:     root,
@@ -312,6 +308,19 @@ type liveFetch struct {
 
 // startLiveFetch starts fetching the workload and, for a namespaced kind,
 // listing the pods, PodGroups and scheduling events of its namespace.
+// waitRoot waits for the workload object and says, as the CLI does, why it
+// could not be read.
+func (f *liveFetch) waitRoot(rt *resolvedType, name, ns string) (*unstructured.Unstructured, error) {
+	<-f.rootDone
+	if err := f.rootErr; err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, notFoundErrorf("%s %q not found in namespace %q (try \"muster get %s -A\")", rt.Mapping.Resource.Resource, name, ns, strings.ToLower(rt.GVK.Kind))
+		}
+		return nil, apiError(fmt.Sprintf("get %s %s", rt.Mapping.Resource.Resource, name), err)
+	}
+	return f.root, nil
+}
+
 func startLiveFetch(ctx context.Context, c *Cluster, m *meta.RESTMapping, ns, name string) *liveFetch {
 	f := &liveFetch{rootDone: make(chan struct{}), owners: newOwnerIndex(c)}
 	f.namespaced = m.Scope.Name() == meta.RESTScopeNameNamespace

@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -598,13 +597,9 @@ func (o *FitOptions) liveWorkload(ctx context.Context, c *Cluster, defs *definit
 	if f.namespaced {
 		f.owners.prefetch(ctx, ns, childKinds(ent.Compiled.Definition()))
 	}
-	<-f.rootDone
-	root, err := f.root, f.rootErr
+	root, err := f.waitRoot(rt, o.nameArg, ns)
 	if err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, notFoundErrorf("%s %q not found in namespace %q (try \"muster get %s -A\")", rt.Mapping.Resource.Resource, o.nameArg, ns, strings.ToLower(rt.GVK.Kind))
-		}
-		return nil, apiError(fmt.Sprintf("get %s %s", rt.Mapping.Resource.Resource, o.nameArg), err)
+		return nil, err
 	}
 	f.wg.Wait()
 	if !f.namespaced {
