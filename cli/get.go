@@ -344,7 +344,11 @@ func workloadRow(ctx context.Context, obj *unstructured.Unstructured, ent *catal
 	}
 	nodes := map[string]bool{}
 	boundByPG := map[string]int{}
+	unschedulablePG := map[string]bool{}
 	for _, p := range pods {
+		if n := p.Labels[api.LabelPodGroup]; n != "" && p.Spec.NodeName == "" && unschedulable(p) {
+			unschedulablePG[n] = true
+		}
 		if podutils.IsPodReady(p) {
 			r.ReadyPods++
 		}
@@ -370,9 +374,22 @@ func workloadRow(ctx context.Context, obj *unstructured.Unstructured, ent *catal
 		r.Gangs = len(pgs)
 	}
 	for _, pg := range pgs {
-		if pg.MinMember > 0 && int32(boundByPG[pg.Name]) >= pg.MinMember {
+		switch {
+		case pg.MinMember > 0 && int32(boundByPG[pg.Name]) >= pg.MinMember:
 			r.GangsBound++
+		case unschedulablePG[pg.Name]:
+			r.GangsUnschedulable++
 		}
 	}
 	return r
+}
+
+// unschedulable reports whether the scheduler said it cannot place pod.
+func unschedulable(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return true
+		}
+	}
+	return false
 }

@@ -367,6 +367,11 @@ func renderWorkloads(w io.Writer, p painter, rows []WorkloadRow, allNamespaces, 
 		if r.Gangs > 0 {
 			gangs = fmt.Sprintf("%d/%d", r.GangsBound, r.Gangs)
 		}
+		if r.GangsUnschedulable > 0 {
+			// The phase of a workload whose gang cannot be placed often
+			// still reads Initializing: say it is stuck.
+			gangs += fmt.Sprintf(" (%d unschedulable)", r.GangsUnschedulable)
+		}
 		age := r.Age
 		if age == "" {
 			age = "<unknown>"

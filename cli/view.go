@@ -186,6 +186,9 @@ type WorkloadRow struct {
 	// GangsBound how many of them have min-member pods on nodes.
 	Gangs      int      `json:"gangs"`
 	GangsBound int      `json:"gangsBound"`
+	// GangsUnschedulable counts gangs not bound whose pending members the
+	// scheduler marked Unschedulable: they are stuck, not starting.
+	GangsUnschedulable int `json:"gangsUnschedulable,omitempty"`
 	Created    string   `json:"created,omitempty"`
 	Age        string   `json:"age,omitempty"`
 	Nodes      []string `json:"nodes,omitempty"`
