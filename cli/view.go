@@ -184,15 +184,15 @@ type WorkloadRow struct {
 	GPUs       int64    `json:"gpus"`
 	// Gangs is the number of gang instances the definition plans;
 	// GangsBound how many of them have min-member pods on nodes.
-	Gangs      int      `json:"gangs"`
-	GangsBound int      `json:"gangsBound"`
+	Gangs      int `json:"gangs"`
+	GangsBound int `json:"gangsBound"`
 	// GangsUnschedulable counts gangs not bound whose pending members the
 	// scheduler marked Unschedulable: they are stuck, not starting.
-	GangsUnschedulable int `json:"gangsUnschedulable,omitempty"`
-	Created    string   `json:"created,omitempty"`
-	Age        string   `json:"age,omitempty"`
-	Nodes      []string `json:"nodes,omitempty"`
-	Error      string   `json:"error,omitempty"`
+	GangsUnschedulable int      `json:"gangsUnschedulable,omitempty"`
+	Created            string   `json:"created,omitempty"`
+	Age                string   `json:"age,omitempty"`
+	Nodes              []string `json:"nodes,omitempty"`
+	Error              string   `json:"error,omitempty"`
 }
 
 // WorkloadList is the JSON of "muster get".
