@@ -316,7 +316,34 @@ func buildDescription(ctx context.Context, in describeInput) (*Description, erro
 			MinResources: resourceMap(p.MinResources), TopologyRequired: p.TopologyRequired, TopologyPreferred: p.TopologyPreferred,
 		})
 	}
+	d.Warnings = append(d.Warnings, schedulerWarnings(in.Pods)...)
 	return d, nil
+}
+
+// schedulerWarnings says, live, when a pod waits that no scheduler has
+// looked at: a sandbox has no default scheduler, and a cluster may lack the
+// one a pod names, and then nothing else tells (no event, no condition).
+// The pod templates themselves are not judged: a definition may not read a
+// component's scheduler name, and a cluster may run muster under another
+// name.
+func schedulerWarnings(pods []*corev1.Pod) []string {
+	const fix = "muster set-scheduler -f FILE | kubectl apply -f - writes muster-scheduler into every pod template"
+	var out []string
+	for _, p := range pods {
+		if p.Spec.NodeName != "" || p.Spec.SchedulerName == defaultSchedulerName || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodPending {
+			continue
+		}
+		seen := false
+		for _, c := range p.Status.Conditions {
+			seen = seen || c.Type == corev1.PodScheduled
+		}
+		if !seen {
+			out = append(out, fmt.Sprintf("pod %s waits for scheduler %q, which has not looked at it (is it running?); to have muster schedule it, %s",
+				p.Name, p.Spec.SchedulerName, fix))
+			break // one is enough: the others share the template
+		}
+	}
+	return out
 }
 
 func nonNil(s []string) []string {
