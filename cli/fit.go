@@ -640,7 +640,7 @@ func (o *FitOptions) liveWorkload(ctx context.Context, c *Cluster, defs *definit
 		g := &fitGang{name: n, podGroup: n, key: ns + "/" + n, minMember: 1}
 		for i := range f.pods {
 			p := &f.pods[i]
-			if p.Labels[api.LabelPodGroup] != n || p.Spec.SchedulingGroup != nil || !podLive(p) {
+			if p.Labels[api.LabelPodGroup] != n || p.Spec.SchedulingGroup != nil || !plan.Live(p) {
 				continue
 			}
 			if p.Spec.NodeName != "" {
@@ -652,7 +652,7 @@ func (o *FitOptions) liveWorkload(ctx context.Context, c *Cluster, defs *definit
 		pg := pgs[n]
 		if pg == nil {
 			// The plugin's own words when it has no PodGroup.
-			g.blocked, g.blockedVerdict = fmt.Sprintf("PodGroup %s not found", g.key), verdictNoFit
+			g.blocked, g.blockedVerdict = plan.PodGroupNotFound(g.key), verdictNoFit
 			w.gangs = append(w.gangs, g)
 			continue
 		}
@@ -668,12 +668,6 @@ func (o *FitOptions) liveWorkload(ctx context.Context, c *Cluster, defs *definit
 		w.gangs = append(w.gangs, g)
 	}
 	return w, nil
-}
-
-// podLive is the plugin's notion of a member that counts: not deleted, not
-// finished.
-func podLive(p *corev1.Pod) bool {
-	return p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
 }
 
 // fitSnapshot is the cluster as the scheduler's cache holds it: every node
@@ -811,7 +805,7 @@ func (s *fitSnapshot) placeGang(ctx context.Context, g *fitGang, filter plan.Fil
 	if n := len(g.pending) + len(g.placed); g.blocked == "" && n < g.minMember {
 		// The plugin does not plan a gang whose members do not all exist
 		// yet; its own words.
-		g.blocked = fmt.Sprintf("waiting for members of gang %s: %d of %d (minMember) exist", g.key, n, g.minMember)
+		g.blocked = plan.WaitingForMembers(g.key, n, g.minMember)
 		g.blockedVerdict = verdictUnknown
 	}
 	if g.blocked != "" {

@@ -74,8 +74,3 @@ func refusal(kind podKind, pod *v1.Pod) string {
 	}
 	return ""
 }
-
-// live is a pod that still counts for its gang.
-func live(pod *v1.Pod) bool {
-	return pod.DeletionTimestamp == nil && pod.Status.Phase != v1.PodSucceeded && pod.Status.Phase != v1.PodFailed
-}

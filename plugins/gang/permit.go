@@ -10,6 +10,8 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/muster-io/muster/plugins/gang/plan"
 )
 
 // Reserve records the member's node: reserved members count toward the
@@ -130,7 +132,7 @@ func (p *Plugin) Permit(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 	}
 	pg := p.podGroup(key)
 	if pg == nil {
-		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("PodGroup %s not found", key)), 0
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, plan.PodGroupNotFound(key.String())), 0
 	}
 	want := minMember(pg)
 	p.mu.Lock()

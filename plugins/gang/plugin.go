@@ -25,6 +25,7 @@ import (
 	pglisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
 
 	"github.com/muster-io/muster/api"
+	"github.com/muster-io/muster/plugins/gang/plan"
 )
 
 // Name is the plugin's name in the registry and in profiles. It is not an
@@ -264,7 +265,7 @@ func (p *Plugin) members(key types.NamespacedName) []*v1.Pod {
 		objs, err := p.podIndexer.ByIndex(gangIndex, key.String())
 		if err == nil {
 			for _, o := range objs {
-				if pod, ok := o.(*v1.Pod); ok && live(pod) {
+				if pod, ok := o.(*v1.Pod); ok && plan.Live(pod) {
 					out = append(out, pod)
 				}
 			}
@@ -277,7 +278,7 @@ func (p *Plugin) members(key types.NamespacedName) []*v1.Pod {
 		return nil
 	}
 	for _, pod := range pods {
-		if live(pod) && pod.Spec.SchedulingGroup == nil {
+		if plan.Live(pod) && pod.Spec.SchedulingGroup == nil {
 			out = append(out, pod)
 		}
 	}
@@ -301,7 +302,7 @@ func (p *Plugin) podGroup(key types.NamespacedName) *schedv1alpha1.PodGroup {
 func (p *Plugin) activate(pods ...*v1.Pod) {
 	m := map[string]*v1.Pod{}
 	for _, pod := range pods {
-		if pod.Spec.NodeName == "" && live(pod) {
+		if pod.Spec.NodeName == "" && plan.Live(pod) {
 			m[pod.Namespace+"/"+pod.Name] = pod
 		}
 	}
@@ -327,7 +328,7 @@ func (p *Plugin) onPod(oldObj, newObj any) {
 		p.observeBound(key)
 		p.boundOutsideBarrier(key)
 	}
-	if !live(pod) {
+	if !plan.Live(pod) {
 		p.forgetMember(key, pod)
 	}
 	if old == nil || p.classifyKey(old) != key {

@@ -48,7 +48,7 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	}
 	pg := p.podGroup(key)
 	if pg == nil {
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("PodGroup %s not found", key))
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, plan.PodGroupNotFound(key.String()))
 	}
 	node, status := p.planFor(ctx, pod, pg, key)
 	state.Write(stateKey, &cycleState{gang: key, node: node})

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/muster-io/muster/api"
+	"github.com/muster-io/muster/plugins/gang/plan"
 )
 
 // sortKey is what Less compares. Members of one gang share priority, gang
@@ -136,7 +137,7 @@ func (p *Plugin) gangReadiness(key types.NamespacedName) string {
 		return fmt.Sprintf("waiting for PodGroup %s to be created", key)
 	}
 	if n, want := len(p.members(key)), minMember(pg); n < want {
-		return fmt.Sprintf("waiting for members of gang %s: %d of %d (minMember) exist", key, n, want)
+		return plan.WaitingForMembers(key.String(), n, want)
 	}
 	return ""
 }
