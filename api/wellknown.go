@@ -77,13 +77,15 @@ func ScheduledAlone(podAnnotations map[string]string) bool {
 // kubectl.
 const MaxReasonBytes = 1024
 
-// CapReason cuts s to MaxReasonBytes of valid UTF-8, marking a cut with
-// "…".
-func CapReason(s string) string {
-	if len(s) <= MaxReasonBytes {
+// CapReason cuts s to MaxReasonBytes (see Truncate).
+func CapReason(s string) string { return Truncate(s, MaxReasonBytes) }
+
+// Truncate cuts s to at most n bytes of valid UTF-8, marking a cut with "…".
+func Truncate(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
-	return strings.ToValidUTF8(s[:MaxReasonBytes], "") + "…"
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 // ForeignGang is another gang mechanism's claim on a pod.

@@ -384,7 +384,7 @@ func (c *Compiled) evalErr(e *expr, err error) *EvalError {
 	// error("x" * 1000000) is a message of a megabyte: it ends up in
 	// events, conditions and the CLI's output, so it is capped here.
 	if msg := err.Error(); len(msg) > maxEvalMessage {
-		err = fmt.Errorf("%s… (%d bytes)", strings.ToValidUTF8(msg[:maxEvalMessage], ""), len(msg))
+		err = errors.New(shorten(msg, maxEvalMessage))
 	}
 	return &EvalError{Field: e.field, Expression: e.src, Err: err}
 }

@@ -2,6 +2,7 @@ package definition
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -46,10 +47,10 @@ const (
 // checkExprBounds reports why src may not be handed to gojq, or nil.
 func checkExprBounds(fp *field.Path, src string) *field.Error {
 	if len(src) > MaxExpressionBytes {
-		return field.TooLong(fp, shorten(src), MaxExpressionBytes)
+		return field.TooLong(fp, shorten(src, maxValueInMessage), MaxExpressionBytes)
 	}
 	if d := nesting(src); d > MaxExpressionNesting {
-		return field.Invalid(fp, shorten(src), fmt.Sprintf("nests %d levels deep (parentheses, brackets, braces, interpolations); at most %d are allowed", d, MaxExpressionNesting))
+		return field.Invalid(fp, shorten(src, maxValueInMessage), fmt.Sprintf("nests %d levels deep (parentheses, brackets, braces, interpolations); at most %d are allowed", d, MaxExpressionNesting))
 	}
 	return nil
 }
@@ -108,14 +109,16 @@ func nesting(src string) int {
 	return deepest
 }
 
+// maxValueInMessage is how much of an oversized value a message repeats.
+const maxValueInMessage = 64
+
 // shorten keeps error messages about oversized values readable: the value
 // itself is what the user sent, so its start is enough to find it.
-func shorten(s string) string {
-	const keep = 64
+func shorten(s string, keep int) string {
 	if len(s) <= keep {
 		return s
 	}
-	return fmt.Sprintf("%s… (%d bytes)", s[:keep], len(s))
+	return fmt.Sprintf("%s… (%d bytes)", strings.ToValidUTF8(s[:keep], ""), len(s))
 }
 
 // bounds checks the sizes of the definition's lists before anything is

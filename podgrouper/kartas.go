@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	"github.com/muster-io/muster/api"
 	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"github.com/muster-io/muster/definition"
 )
@@ -252,13 +253,7 @@ func statusMessage(err error) string {
 
 // truncateMessage caps a condition message: it is shown by kubectl and kept
 // in etcd, and a definition's value may be as long as the CRD allows.
-func truncateMessage(m string) string {
-	if len(m) > maxStatusMessage {
-		// Cut on a rune boundary so the message stays valid UTF-8.
-		m = strings.ToValidUTF8(m[:maxStatusMessage], "") + "…"
-	}
-	return m
-}
+func truncateMessage(m string) string { return api.Truncate(m, maxStatusMessage) }
 
 // writeCondition sets cond on u's status when it differs.
 func (k *kartas) writeCondition(ctx context.Context, u *unstructured.Unstructured, cond metav1.Condition) error {
