@@ -367,22 +367,7 @@ func createGangPods(t testing.TB, ns string, n int, s podSpec) {
 
 // boundByGang counts live bound pods per gang label in ns.
 func boundByGang(ctx context.Context, ns string) (bound, total map[string]int, err error) {
-	pods, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, nil, err
-	}
-	bound, total = map[string]int{}, map[string]int{}
-	for _, p := range pods.Items {
-		g := p.Labels["gang"]
-		if g == "" || p.DeletionTimestamp != nil {
-			continue
-		}
-		total[g]++
-		if p.Spec.NodeName != "" {
-			bound[g]++
-		}
-	}
-	return bound, total, nil
+	return podsByLabel(ctx, controlPlane, ns, "gang")
 }
 
 // barrierLog records every Permit barrier release of every muster scheduler
