@@ -4,7 +4,10 @@
 // the contract without linking the definition engine.
 package api
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // Names on the wire shared by the pod-grouper, the plugin and the CLI
 // (shared/DESIGN.md section 4, README "What muster writes"). Change a key
@@ -58,7 +61,33 @@ const (
 	LabelWorkloadKind = "muster.io/workload-kind"
 	LabelWorkloadName = "muster.io/workload-name"
 	LabelDefinition   = "muster.io/definition"
+
+	// AnnotationPriority on a PodGroup is the gang's priority: the highest
+	// spec.priority of its members (decimal int32), as the API server's
+	// Priority admission resolved it from each pod template's
+	// priorityClassName. One value per gang, so the scheduler plugin and
+	// the CLI need not look at every member. Absent when no member carries
+	// spec.priority (Priority admission off); read it with PodGroupPriority.
+	AnnotationPriority = "muster.io/priority"
+	// AnnotationPriorityClass on a PodGroup names the PriorityClass of the
+	// member that gave AnnotationPriority ("" when that pod named none).
+	AnnotationPriorityClass = "muster.io/priority-class"
 )
+
+// PodGroupPriority returns the gang priority the pod-grouper recorded in a
+// PodGroup's annotations; ok is false when none is recorded or the value is
+// not a decimal int32 (someone else wrote it).
+func PodGroupPriority(podGroupAnnotations map[string]string) (priority int32, ok bool) {
+	v, found := podGroupAnnotations[AnnotationPriority]
+	if !found {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil {
+		return 0, false
+	}
+	return int32(n), true
+}
 
 // ScheduledAlone reports whether the pod-grouper marked a pod's annotations
 // gang-free, under the current key or the earlier one. The current key

@@ -121,6 +121,8 @@ type Controller struct {
 	written sync.Map // types.UID → string
 	// labelled remembers pods whose pod → PodGroup latency was observed.
 	labelled sync.Map // types.UID → struct{}
+	// priorities are the members' priorities by gang (gangPriorityOf).
+	priorities *memberPriorities
 
 	synced atomic.Bool
 
@@ -149,6 +151,7 @@ func NewController(ctx context.Context, c Clients, defs Definitions, recorder re
 		kube: c.Kube, pgClient: c.PodGroups, defs: defs, recorder: recorder, opts: opts, clock: opts.Clock,
 		schedulers: map[string]bool{},
 		index:      newRootIndex(),
+		priorities: newMemberPriorities(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "muster_podgrouper"},
@@ -313,4 +316,5 @@ func (c *Controller) forgetPod(key string, uid types.UID) {
 	c.yielded.Delete(uid)
 	c.labelled.Delete(uid)
 	c.written.Delete(uid)
+	c.priorityMemberGone(key)
 }

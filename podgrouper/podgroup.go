@@ -57,8 +57,8 @@ func desiredPodGroup(name, namespace string, root *unstructured.Unstructured, de
 }
 
 // mergePodGroup returns a copy of cur with what the pod-grouper owns set as
-// in want: the spec, its three labels, the topology annotations and its
-// owner reference. Labels, annotations and owner references of others are
+// in want: the spec, its three labels, the topology and priority
+// annotations and its owner reference. Labels, annotations and owner references of others are
 // kept; status is never touched. It returns nil when nothing differs.
 func mergePodGroup(cur, want *schedv1alpha1.PodGroup) *schedv1alpha1.PodGroup {
 	out := cur.DeepCopy()
@@ -69,7 +69,7 @@ func mergePodGroup(cur, want *schedv1alpha1.PodGroup) *schedv1alpha1.PodGroup {
 	for k, v := range want.Labels {
 		out.Labels[k] = v
 	}
-	for _, k := range []string{api.AnnotationTopologyRequired, api.AnnotationTopologyPreferred} {
+	for _, k := range []string{api.AnnotationTopologyRequired, api.AnnotationTopologyPreferred, api.AnnotationPriority, api.AnnotationPriorityClass} {
 		if v, ok := want.Annotations[k]; ok {
 			if out.Annotations == nil {
 				out.Annotations = map[string]string{}

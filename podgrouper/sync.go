@@ -116,15 +116,21 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return c.markWaiting(ctx, pod, d.hold)
 	}
 	if d.gang == nil {
+		c.priorities.remove(key)
 		return c.markAlone(ctx, pod, d.reason)
 	}
-	if msg, err := c.ensurePodGroup(ctx, d.pg); err != nil {
+	// Recorded before the PodGroup is written: see memberPriorities.
+	c.priorities.set(key, ns+"/"+d.pgName, priorityOf(pod))
+	msg, prio, err := c.ensurePodGroup(ctx, d.pg)
+	if err != nil {
 		errorsTotal.WithLabelValues(reasonPodGroup).Inc()
 		return err
 	} else if msg != "" {
+		c.priorities.remove(key)
 		c.yield(ctx, pod, msg)
 		return nil
 	}
+	c.notePriorityMixed(d, pod, prio)
 	return c.labelMember(ctx, pod, d.pgName)
 }
 
@@ -149,6 +155,7 @@ func foreignMarker(pod *corev1.Pod) string {
 // looked up first. That is one List per yielded pod per process, and
 // yielded pods are few.
 func (c *Controller) yield(ctx context.Context, pod *corev1.Pod, why string) {
+	c.priorities.remove(pod.Namespace + "/" + pod.Name)
 	if c.recorder == nil {
 		return
 	}
@@ -263,6 +270,7 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod) (*decision, er
 	}
 	karta := entry.Grouper.Definition()
 	d.gang = gang
+	d.workload = l.ref()
 	d.pgName = naming.PodGroupName(root.GetName(), karta, gang.Definition, gang.Keys)
 	d.pg = desiredPodGroup(d.pgName, pod.Namespace, root, entry.Name, gang, c.opts.ScheduleTimeoutSeconds)
 	return d, nil
@@ -329,16 +337,27 @@ func (c *Controller) cachedPodGroup(ns, name string) (*schedv1alpha1.PodGroup, e
 }
 
 // ensurePodGroup creates want or updates what differs. It returns a yield
-// message when a PodGroup of that name exists and is not muster's.
+// message when a PodGroup of that name exists and is not muster's, and the
+// gang's priority it wrote. The priority is computed under the PodGroup's
+// lock from every member known (gangPriorityOf), so concurrent syncs of
+// the members cannot leave a lower one behind.
 //
 // The members of one gang usually arrive together and are synced by several
 // workers at once: the per-PodGroup lock and the overlay of own writes make
 // the first create it and the others find it, without a failed create and a
 // read-back each.
-func (c *Controller) ensurePodGroup(ctx context.Context, want *schedv1alpha1.PodGroup) (string, error) {
+func (c *Controller) ensurePodGroup(ctx context.Context, want *schedv1alpha1.PodGroup) (string, gangPriority, error) {
 	key := want.Namespace + "/" + want.Name
 	c.pgLocks.LockKey(key)
 	defer func() { _ = c.pgLocks.UnlockKey(key) }()
+	prio := c.gangPriorityOf(want.Namespace, want.Name)
+	setPriority(want, prio)
+	msg, err := c.writePodGroup(ctx, want)
+	return msg, prio, err
+}
+
+// writePodGroup is ensurePodGroup's write, under the PodGroup's lock.
+func (c *Controller) writePodGroup(ctx context.Context, want *schedv1alpha1.PodGroup) (string, error) {
 	client := c.pgClient.SchedulingV1alpha1().PodGroups(want.Namespace)
 	cur, err := c.cachedPodGroup(want.Namespace, want.Name)
 	if apierrors.IsNotFound(err) {
