@@ -478,10 +478,16 @@ func TestNativeAndGangFreePodsUntouched(t *testing.T) {
 		}
 		e.pl.Unreserve(e.ctx, state, p, "n1")
 		e.pl.PostBind(e.ctx, state, p, "n1")
-		// Unschedulable, not Unresolvable: the next PostFilter plugin
-		// (preemption) still runs for them.
-		if _, st := e.pl.PostFilter(e.ctx, state, p, nil); st.Code() != fwk.Unschedulable {
-			t.Errorf("%s: PostFilter %v, want Unschedulable", p.Name, st)
+		// A native pod gets Unschedulable: DefaultPreemption, next in
+		// the profile, still runs for it. A gang-free pod is answered
+		// by the plugin's own whole-gang-aware preemption, here with
+		// nothing to do (it fits), and never reaches DefaultPreemption.
+		want := fwk.Unschedulable
+		if p == pods[1] {
+			want = fwk.UnschedulableAndUnresolvable
+		}
+		if _, st := e.pl.PostFilter(e.ctx, state, p, nil); st.Code() != want {
+			t.Errorf("%s: PostFilter %v, want %v", p.Name, st, want)
 		}
 		if frags, st := e.pl.SignPod(e.ctx, p); frags != nil || st != nil {
 			t.Errorf("%s: SignPod %v %v, want no opinion", p.Name, frags, st)

@@ -16,7 +16,21 @@ const (
 	resultReleased    = "released"       // timeout or a member's failure released the gang
 )
 
+// Results of a preemption search (label "result" of
+// muster_gang_preemptions_total).
+const (
+	resultPreempted   = "preempted"     // victims chosen and evicted
+	resultWouldNotFit = "would_not_fit" // no placement even without every lower-priority pod
+)
+
 var (
+	preemptions = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      "muster",
+		Subsystem:      "gang",
+		Name:           "preemptions_total",
+		Help:           "Preemption searches for gangs and gang-free pods, by result.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
 	attempts = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace:      "muster",
 		Subsystem:      "gang",
@@ -39,6 +53,6 @@ var (
 // or scheduler restarts in one process build the plugin more than once).
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(attempts, timeToBound)
+		legacyregistry.MustRegister(attempts, timeToBound, preemptions)
 	})
 }

@@ -14,10 +14,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 	"k8s.io/utils/clock"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
@@ -90,6 +93,10 @@ type Plugin struct {
 	waiting map[types.UID]*waitState
 
 	status *statusUpdater
+
+	// executor evicts preemption victims the way DefaultPreemption does.
+	executor  *preemption.Executor
+	pdbLister policylisters.PodDisruptionBudgetLister
 }
 
 // preFilterRunner is what the framework runtime offers beyond fwk.Handle.
@@ -154,6 +161,10 @@ func newPlugin(ctx context.Context, args *Args, h fwk.Handle, pgClient pgclients
 	} else {
 		logger.Info("The framework handle cannot run PreFilter plugins; gang plans check resources only")
 	}
+
+	p.executor = preemption.NewExecutor(h, feature.Features{})
+	// PodDisruptionBudgets weigh in the victim order as in DefaultPreemption.
+	p.pdbLister = h.SharedInformerFactory().Policy().V1().PodDisruptionBudgets().Lister()
 
 	podInformer := h.SharedInformerFactory().Core().V1().Pods()
 	p.podLister = podInformer.Lister()

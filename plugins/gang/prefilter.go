@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -70,6 +71,9 @@ func (p *Plugin) planFor(ctx context.Context, pod *v1.Pod, pg *schedv1alpha1.Pod
 	defer p.mu.Unlock()
 	g := p.gang(key)
 
+	if msg, waiting := p.preemptionInFlightLocked(key, g, now); waiting {
+		return "", fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
 	if v := g.verdict; v != nil && now.Before(v.until) && v.seq == p.changeSeq.Load() {
 		attempts.WithLabelValues(resultCached).Inc()
 		return "", fwk.NewStatus(fwk.UnschedulableAndUnresolvable, v.message)
@@ -81,42 +85,9 @@ func (p *Plugin) planFor(ctx context.Context, pod *v1.Pod, pg *schedv1alpha1.Pod
 	}
 
 	seq := p.changeSeq.Load()
-	members := p.members(key)
-	var pending []*v1.Pod
-	var placed []string
-	seen := false
-	for _, m := range members {
-		switch node, reserved := g.reserved[m.UID]; {
-		case m.Spec.NodeName != "":
-			placed = append(placed, m.Spec.NodeName)
-		case reserved:
-			placed = append(placed, node)
-		default:
-			pending = append(pending, m)
-		}
-		seen = seen || m.UID == pod.UID
-	}
-	if !seen {
-		pending = append(pending, pod)
-	}
-	nodes, err := p.h.SnapshotSharedLister().NodeInfos().List()
+	req, pending, err := p.gangRequest(key, pg, g, pod, now)
 	if err != nil {
-		return "", fwk.AsStatus(fmt.Errorf("listing nodes for gang %s: %w", key, err))
-	}
-	req := plan.Request{
-		Gang:      key.String(),
-		MinMember: minMember(pg),
-		Pending:   pending,
-		Placed:    placed,
-		Nodes:     nodes,
-		Held:      p.held(key, now),
-		Topology:  p.topology(pg),
-		Parallelize: func(ctx context.Context, pieces int, fn func(int)) {
-			p.h.Parallelizer().Until(ctx, pieces, fn, Name)
-		},
-	}
-	if p.runner != nil {
-		req.Filter = &profileFilter{p: p, states: map[*plan.Shape]*shapeState{}}
+		return "", fwk.AsStatus(err)
 	}
 	result, err := plan.Compute(ctx, req)
 	var noPlace *plan.NoPlacementError
@@ -184,6 +155,50 @@ func (p *Plugin) planFor(ctx context.Context, pod *v1.Pod, pg *schedv1alpha1.Pod
 		return "", fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: its quorum is placed without this member; it will be retried", key))
 	}
 	return node, nil
+}
+
+// gangRequest is the plan request for the gang's pending members, pod
+// among them: members bound or reserved stay where they are (Placed), and
+// what other gangs' plans hold counts as used. Call with p.mu held.
+func (p *Plugin) gangRequest(key types.NamespacedName, pg *schedv1alpha1.PodGroup, g *gangState, pod *v1.Pod, now time.Time) (plan.Request, []*v1.Pod, error) {
+	members := p.members(key)
+	var pending []*v1.Pod
+	var placed []string
+	seen := false
+	for _, m := range members {
+		switch node, reserved := g.reserved[m.UID]; {
+		case m.Spec.NodeName != "":
+			placed = append(placed, m.Spec.NodeName)
+		case reserved:
+			placed = append(placed, node)
+		default:
+			pending = append(pending, m)
+		}
+		seen = seen || m.UID == pod.UID
+	}
+	if !seen {
+		pending = append(pending, pod)
+	}
+	nodes, err := p.h.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return plan.Request{}, nil, fmt.Errorf("listing nodes for gang %s: %w", key, err)
+	}
+	req := plan.Request{
+		Gang:      key.String(),
+		MinMember: minMember(pg),
+		Pending:   pending,
+		Placed:    placed,
+		Nodes:     nodes,
+		Held:      p.held(key, now),
+		Topology:  p.topology(pg),
+		Parallelize: func(ctx context.Context, pieces int, fn func(int)) {
+			p.h.Parallelizer().Until(ctx, pieces, fn, Name)
+		},
+	}
+	if p.runner != nil {
+		req.Filter = &profileFilter{p: p, states: map[*plan.Shape]*shapeState{}}
+	}
+	return req, pending, nil
 }
 
 // planStillFits checks, by resources only, that the node still has room for
@@ -280,19 +295,34 @@ func (f *profileFilter) Check(ctx context.Context, s *plan.Shape, ni fwk.NodeInf
 	return f.p.h.RunFilterPlugins(ctx, state, s.Pod, ni).IsSuccess()
 }
 
-// PostFilter runs when a member did not fit its planned node after all (the
-// snapshot changed under the plan) or the gang had no plan. Either way the
-// gang is released as a whole: waiting siblings are rejected and the plan is
-// dropped. It returns UnschedulableAndUnresolvable so that preemption is not
-// tried on behalf of one member (see PreFilter).
-func (p *Plugin) PostFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
-	cs := readCycleState(state)
-	if cs == nil {
+// PostFilter makes room by preemption, for gangs and for pods scheduled
+// alone, and releases a gang whose member did not fit its planned node.
+//
+//   - A gang member whose gang has no placement: whole-gang preemption
+//     (preemptForGang), at most once per gang while its victims terminate.
+//   - A member that did not fit its planned node (the snapshot changed
+//     under the plan): the gang is released as a whole and planned again.
+//   - A pod scheduled alone: the same victim search with a gang of one
+//     (preemptForPod), so no gang is broken for it.
+//   - Pods refused in PreFilter (held, foreign): nothing.
+//
+// It never answers Unschedulable for these pods, so DefaultPreemption,
+// which runs after it in the profile and picks victims pod by pod, is never
+// tried for them. Native pods (spec.schedulingGroup) are left to it.
+func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	kind, key := p.classify(pod)
+	switch kind {
+	case kindFree:
+		return p.preemptForPod(ctx, pod)
+	case kindMember:
+	case kindNative:
 		return nil, fwk.NewStatus(fwk.Unschedulable)
-	}
-	if cs.node == "" {
-		// PreFilter already gave the gang-level reason; add none.
+	default:
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
+	}
+	cs := readCycleState(state)
+	if cs == nil || cs.node == "" {
+		return p.preemptForGang(ctx, pod, key)
 	}
 	msg := fmt.Sprintf("gang %s: member %s no longer fits its planned node %s; re-planning the gang", cs.gang, klog.KObj(pod), cs.node)
 	p.release(cs.gang, msg)

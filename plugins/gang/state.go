@@ -35,6 +35,10 @@ type gangState struct {
 	retry *time.Timer
 	// barrier is open while members wait at Permit for the quorum.
 	barrier *barrier
+	// preempting is the gang's preemption whose victims are still going.
+	preempting *inflight
+	// preemptVerdict caches "preemption would not help" like verdict.
+	preemptVerdict *verdict
 }
 
 // barrier is a gang's wait at Permit: one deadline for all its members.

@@ -1,0 +1,470 @@
+package gang
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/muster-io/muster/api"
+	"github.com/muster-io/muster/plugins/gang/plan"
+)
+
+// inflight is a preemption made for a gang whose victims have not all gone
+// yet. While it lasts the gang keeps the plan made with the victims removed
+// (other gangs' plans count it as held), its members stay nominated, and no
+// second preemption is made for it.
+type inflight struct {
+	victims []*v1.Pod
+	// nominated are the members nominated in memory (not the pod whose
+	// PostFilter preempted: the framework nominates it through the API).
+	nominated []*v1.Pod
+	// until bounds the wait: victims that outlive their grace period by
+	// this much no longer hold the gang back, and it is planned afresh.
+	until time.Time
+	desc  string
+}
+
+// preemptWait is how long past its victims' longest grace period a gang
+// waits for them before it plans again.
+const preemptWait = 30 * time.Second
+
+// victimGone reports whether a victim no longer holds room: deleted, replaced
+// by a pod of the same name, or preempted while waiting at Permit (never
+// bound, no longer reserved).
+func (p *Plugin) victimGone(victim *v1.Pod) bool {
+	cur, err := p.podLister.Pods(victim.Namespace).Get(victim.Name)
+	if err != nil || cur.UID != victim.UID {
+		return true
+	}
+	return cur.Spec.NodeName == "" && p.h.GetWaitingPod(cur.UID) == nil
+}
+
+// preemptionInFlightLocked reports whether the gang waits for the victims
+// of its preemption, with the reason to show. A finished wait clears the
+// state and the members' in-memory nominations; the plan stays and steers
+// the members to the room made. Call with p.mu held.
+func (p *Plugin) preemptionInFlightLocked(key types.NamespacedName, g *gangState, now time.Time) (string, bool) {
+	f := g.preempting
+	if f == nil {
+		return "", false
+	}
+	left := 0
+	for _, v := range f.victims {
+		if !p.victimGone(v) {
+			left++
+		}
+	}
+	if left == 0 || now.After(f.until) {
+		g.preempting = nil
+		for _, m := range f.nominated {
+			p.h.DeleteNominatedPodIfExists(m)
+		}
+		return "", false
+	}
+	p.retryLocked(key, g)
+	return fmt.Sprintf("gang %s: preempted %s; waiting for %d of %d victim pods to terminate", key, f.desc, left, len(f.victims)), true
+}
+
+// retryLocked activates the gang's members after BackoffSeconds, once. A
+// victim preempted while waiting at Permit goes away without a delete event.
+// Call with p.mu held.
+func (p *Plugin) retryLocked(key types.NamespacedName, g *gangState) {
+	if g.retry != nil {
+		return
+	}
+	g.retry = time.AfterFunc(p.backoff()+time.Second, func() {
+		p.mu.Lock()
+		if g, ok := p.gangs[key]; ok {
+			g.retry = nil
+		}
+		p.mu.Unlock()
+		p.activate(p.members(key)...)
+	})
+}
+
+// preemptor describes who preempts: a gang's pending members or one pod.
+type preemptor struct {
+	// gang is the muster gang; zero for a pod alone.
+	gang     types.NamespacedName
+	pg       *schedv1alpha1.PodGroup
+	pod      *v1.Pod // the pod whose PostFilter runs
+	priority int32
+	never    bool
+	members  []*v1.Pod
+}
+
+func (pr *preemptor) name() string {
+	if pr.pg != nil {
+		return "gang " + pr.gang.String()
+	}
+	return "pod " + pr.pod.Namespace + "/" + pr.pod.Name
+}
+
+// newPreemptor reads priority and preemption policy from the members, as
+// native pod-group preemption does without its PodGroup policy field: the
+// highest member priority is the gang's, and one member with
+// preemptionPolicy Never (set from its PriorityClass at admission) makes the
+// gang never preempt.
+func newPreemptor(pod *v1.Pod, key types.NamespacedName, pg *schedv1alpha1.PodGroup, members []*v1.Pod) *preemptor {
+	pr := &preemptor{gang: key, pg: pg, pod: pod, members: members, priority: corev1helpers.PodPriority(pod)}
+	seen := false
+	for _, m := range members {
+		pr.priority = max(pr.priority, corev1helpers.PodPriority(m))
+		pr.never = pr.never || (m.Spec.PreemptionPolicy != nil && *m.Spec.PreemptionPolicy == v1.PreemptNever)
+		seen = seen || m.UID == pod.UID
+	}
+	if !seen {
+		pr.members = append(pr.members, pod)
+	}
+	pr.never = pr.never || (pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == v1.PreemptNever)
+	return pr
+}
+
+// victimInputFor gathers the snapshot and lookups the search reads.
+func (p *Plugin) victimInputFor(pr *preemptor, nodes []fwk.NodeInfo) victimInput {
+	own := map[types.UID]bool{}
+	for _, m := range pr.members {
+		own[m.UID] = true
+	}
+	in := victimInput{
+		nodes:    nodes,
+		priority: pr.priority,
+		own:      func(pod *v1.Pod) bool { return own[pod.UID] },
+		minMember: func(key types.NamespacedName) int {
+			if pg := p.podGroup(key); pg != nil {
+				return minMember(pg)
+			}
+			return 0
+		},
+		gpuNames: gpuResourceNames,
+	}
+	if p.pdbLister != nil {
+		if pdbs, err := p.pdbLister.List(labels.Everything()); err == nil {
+			in.pdbs = pdbs
+		}
+	}
+	return in
+}
+
+// gpuResourceNames are the resources counted as GPUs in the victim order.
+var gpuResourceNames = []v1.ResourceName{"nvidia.com/gpu", "amd.com/gpu"}
+
+// preemptForGang is PostFilter for a gang member whose gang has no
+// placement: it searches for whole lower-priority victims whose eviction
+// lets the gang's quorum fit by the plan, and evicts them only then.
+func (p *Plugin) preemptForGang(ctx context.Context, pod *v1.Pod, key types.NamespacedName) (*fwk.PostFilterResult, *fwk.Status) {
+	pg := p.podGroup(key)
+	if pg == nil {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
+	}
+	pr := newPreemptor(pod, key, pg, p.members(key))
+	if pr.never {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s: not preempting: preemptionPolicy is Never", key))
+	}
+	now := p.clock.Now()
+	p.mu.Lock()
+	g := p.gang(key)
+	if msg, waiting := p.preemptionInFlightLocked(key, g, now); waiting {
+		p.mu.Unlock()
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
+	if g.plan != nil && now.Before(g.planExpires) {
+		// A plan exists; this member's failure is the plan's business.
+		p.mu.Unlock()
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
+	}
+	if p.quorumLocked(key, g, nil) >= minMember(pg) {
+		// The quorum runs: this member is an extra, placed as room
+		// exists. Extras never preempt.
+		p.mu.Unlock()
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s: its quorum is placed; extra members wait for free room and do not preempt", key))
+	}
+	if v := g.preemptVerdict; v != nil && now.Before(v.until) && v.seq == p.changeSeq.Load() {
+		p.mu.Unlock()
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, v.message)
+	}
+	seq := p.changeSeq.Load()
+	req, pending, err := p.gangRequest(key, pg, g, pod, now)
+	if err != nil {
+		p.mu.Unlock()
+		return nil, fwk.AsStatus(err)
+	}
+	res, err := p.search(ctx, pr, req)
+	if err != nil {
+		var wnf *wouldNotFitError
+		if !errors.As(err, &wnf) {
+			p.mu.Unlock()
+			return nil, fwk.AsStatus(err)
+		}
+		msg := api.CapReason(fmt.Sprintf("gang %s: %s", key, wnf.Error()))
+		g.preemptVerdict = &verdict{message: msg, until: now.Add(p.backoff()), seq: seq}
+		p.mu.Unlock()
+		preemptions.WithLabelValues(resultWouldNotFit).Inc()
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
+	if len(res.units) == 0 {
+		// It fits now (the snapshot moved since PreFilter): plan again.
+		p.forgetVerdictLocked(key, g)
+		p.mu.Unlock()
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s: fits without preemption now; planning again", key))
+	}
+	victims := victimPods(res.units)
+	f := &inflight{victims: victims, until: now.Add(maxGrace(victims) + preemptWait), desc: describeUnits(res.units)}
+	g.verdict, g.preemptVerdict, g.lastMessage = nil, nil, ""
+	g.plan = res.plan
+	g.planExpires = f.until.Add(p.permitTimeout(pg) + p.backoff())
+	g.planPods = map[types.UID]fwk.PodInfo{}
+	var nominate []*v1.Pod
+	for _, m := range pending {
+		if _, ok := res.plan.Assignments[m.UID]; ok {
+			pi, _ := framework.NewPodInfo(m)
+			g.planPods[m.UID] = pi
+			if m.UID != pod.UID {
+				nominate = append(nominate, m)
+			}
+		}
+	}
+	f.nominated = nominate
+	g.preempting = f
+	logger := klog.FromContext(ctx)
+	for _, m := range nominate {
+		pi := g.planPods[m.UID]
+		p.h.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: res.plan.Assignments[m.UID]})
+	}
+	p.retryLocked(key, g)
+	p.mu.Unlock()
+
+	msg := fmt.Sprintf("gang %s (priority %d): preempting %d pods of %s so that %d members fit", key, pr.priority, len(victims), f.desc, len(res.plan.Assignments))
+	logger.V(2).Info("Preempting for gang", "gang", key, "victims", len(victims), "units", len(res.units), "plans", res.plans)
+	p.recordEvent(pg, v1.EventTypeNormal, "Preempting", "Preempting", api.CapReason(msg))
+	p.evict(pr, res.units)
+	preemptions.WithLabelValues(resultPreempted).Inc()
+	p.status.enqueue(key)
+	var nominating *fwk.NominatingInfo
+	if node, ok := res.plan.Assignments[pod.UID]; ok {
+		nominating = &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: node}
+	}
+	return &fwk.PostFilterResult{NominatingInfo: nominating}, fwk.NewStatus(fwk.Success, api.CapReason(msg))
+}
+
+// preemptForPod is PostFilter for a pod scheduled alone (gang-free): the
+// same search with a gang of one, so a gang member is a victim only with
+// its whole gang. It replaces DefaultPreemption for these pods (MusterGang
+// runs first in the profile's postFilter and always answers them).
+func (p *Plugin) preemptForPod(ctx context.Context, pod *v1.Pod) (*fwk.PostFilterResult, *fwk.Status) {
+	pr := newPreemptor(pod, types.NamespacedName{}, nil, nil)
+	if pr.never {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "not preempting: preemptionPolicy is Never")
+	}
+	nodes, err := p.h.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	// Like DefaultPreemption: while lower-priority pods preempted for this
+	// pod still terminate on its nominated node, do not preempt again.
+	if nnn := pod.Status.NominatedNodeName; nnn != "" {
+		if ni, err := p.h.SnapshotSharedLister().NodeInfos().Get(nnn); err == nil {
+			for _, pi := range ni.GetPods() {
+				if corev1helpers.PodPriority(pi.GetPod()) < pr.priority && preemption.PodTerminatingByPreemption(pi.GetPod()) {
+					return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("waiting for preempted pods on node %s to terminate", nnn))
+				}
+			}
+		}
+	}
+	now := p.clock.Now()
+	p.mu.Lock()
+	req := plan.Request{
+		Gang:      fmt.Sprintf("%s/%s", pod.Namespace, pod.Name),
+		MinMember: 1,
+		Pending:   []*v1.Pod{pod},
+		Nodes:     nodes,
+		Held:      p.held(types.NamespacedName{}, now),
+	}
+	p.mu.Unlock()
+	if p.runner != nil {
+		req.Filter = &profileFilter{p: p, states: map[*plan.Shape]*shapeState{}}
+	}
+	res, err := p.search(ctx, pr, req)
+	if err != nil {
+		var wnf *wouldNotFitError
+		if errors.As(err, &wnf) {
+			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, api.CapReason(wnf.Error()))
+		}
+		return nil, fwk.AsStatus(err)
+	}
+	node := res.plan.Assignments[pod.UID]
+	if len(res.units) == 0 || node == "" {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "fits without preemption now")
+	}
+	msg := fmt.Sprintf("preempting %d pods of %s for pod %s/%s on node %s", len(victimPods(res.units)), describeUnits(res.units), pod.Namespace, pod.Name, node)
+	klog.FromContext(ctx).V(2).Info("Preempting for pod", "pod", klog.KObj(pod), "node", node, "units", len(res.units), "plans", res.plans)
+	p.evict(pr, res.units)
+	preemptions.WithLabelValues(resultPreempted).Inc()
+	return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: node}}, fwk.NewStatus(fwk.Success, api.CapReason(msg))
+}
+
+// search runs the victim search for pr on req's snapshot.
+func (p *Plugin) search(ctx context.Context, pr *preemptor, req plan.Request) (*searchResult, error) {
+	logger := klog.FromContext(ctx)
+	units := buildUnits(p.victimInputFor(pr, req.Nodes))
+	nodes := req.Nodes
+	return searchVictims(ctx, units, func(ctx context.Context, removed map[types.UID]bool) (*plan.Plan, error) {
+		r := req
+		r.Nodes = removeFromNodes(logger, nodes, removed)
+		if f, ok := req.Filter.(*profileFilter); ok && f != nil {
+			// Filter verdicts per shape are cached per node object; the
+			// copies are new objects, so one filter serves every try.
+			r.Filter = f
+		}
+		return plan.Compute(ctx, r)
+	})
+}
+
+func victimPods(units []*victimUnit) []*v1.Pod {
+	seen := map[types.UID]bool{}
+	var out []*v1.Pod
+	for _, u := range units {
+		for _, pi := range u.pods {
+			if pod := pi.GetPod(); !seen[pod.UID] {
+				seen[pod.UID] = true
+				out = append(out, pod)
+			}
+		}
+	}
+	return out
+}
+
+func maxGrace(pods []*v1.Pod) time.Duration {
+	g := int64(v1.DefaultTerminationGracePeriodSeconds)
+	for _, pod := range pods {
+		if s := pod.Spec.TerminationGracePeriodSeconds; s != nil {
+			g = max(g, *s)
+		}
+	}
+	return time.Duration(g) * time.Second
+}
+
+// evict evicts the chosen units asynchronously with DefaultPreemption's own
+// executor: the DisruptionTarget condition, then a graceful delete through
+// the API (a victim waiting at Permit is rejected in memory instead), and a
+// Preempted event on the pod naming the preemptor. Each muster victim gang
+// also gets an event on its PodGroup.
+func (p *Plugin) evict(pr *preemptor, units []*victimUnit) {
+	for _, u := range units {
+		if u.gang.Name == "" {
+			continue
+		}
+		if vpg := p.podGroup(u.gang); vpg != nil {
+			what := "evicted whole"
+			if u.extra {
+				what = "loses an extra member above its quorum"
+			}
+			p.recordEvent(vpg, v1.EventTypeWarning, "Preempted", "Preempting", api.CapReason(fmt.Sprintf("%s %s: preempted by higher-priority %s (priority %d)", u.key, what, pr.name(), pr.priority)))
+		}
+	}
+	victims := victimPods(units)
+	cand := &candidate{victims: victims}
+	ep := &executorPreemptor{pr: pr}
+	go func() {
+		ctx := klog.NewContext(context.Background(), p.logger)
+		var mu sync.Mutex
+		var errs []error
+		p.h.Parallelizer().Until(ctx, len(victims), func(i int) {
+			if _, err := p.executor.PreemptPod(ctx, cand, ep, victims[i], Name); err != nil && !apierrors.IsNotFound(err) {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}, Name)
+		if len(errs) == 0 {
+			return
+		}
+		p.logger.Error(errors.Join(errs...), "Preemption failed; the preemptor will search again", "preemptor", pr.name())
+		if pr.pg == nil {
+			return
+		}
+		p.mu.Lock()
+		if g, ok := p.gangs[pr.gang]; ok && g.preempting != nil {
+			for _, m := range g.preempting.nominated {
+				p.h.DeleteNominatedPodIfExists(m)
+			}
+			g.preempting, g.plan, g.planPods = nil, nil, nil
+		}
+		p.mu.Unlock()
+		p.activate(p.members(pr.gang)...)
+	}()
+}
+
+// candidate is the victim set in the form the executor takes.
+type candidate struct{ victims []*v1.Pod }
+
+func (c *candidate) Victims() *extenderv1.Victims { return &extenderv1.Victims{Pods: c.victims} }
+
+// Name is where the executor says the room is made: gangs span nodes.
+func (c *candidate) Name() string                { return "cluster" }
+func (c *candidate) NumPodGroupDisruptions() int { return 0 }
+
+// executorPreemptor presents the preemptor to the executor, which writes
+// Type into the victims' DisruptionTarget condition ("preempting to
+// accommodate a higher priority <Type>") and event: it names the gang.
+type executorPreemptor struct{ pr *preemptor }
+
+func (e *executorPreemptor) GetName() string {
+	if e.pr.pg != nil {
+		return e.pr.pg.Name
+	}
+	return e.pr.pod.Name
+}
+
+func (e *executorPreemptor) GetNamespace() string { return e.pr.pod.Namespace }
+
+func (e *executorPreemptor) UID() types.UID {
+	if e.pr.pg != nil {
+		return e.pr.pg.UID
+	}
+	return e.pr.pod.UID
+}
+
+func (e *executorPreemptor) SchedulerName() string { return e.pr.pod.Spec.SchedulerName }
+
+func (e *executorPreemptor) Obj() runtime.Object {
+	if e.pr.pg != nil {
+		ref := e.pr.pg.DeepCopy()
+		ref.APIVersion = schedv1alpha1.SchemeGroupVersion.String()
+		ref.Kind = "PodGroup"
+		return ref
+	}
+	return e.pr.pod
+}
+
+func (e *executorPreemptor) Pods() map[string]*v1.Pod {
+	m := map[string]*v1.Pod{}
+	for _, pod := range e.pr.members {
+		if pod.Spec.NodeName == "" {
+			m[pod.Name] = pod
+		}
+	}
+	return m
+}
+
+func (e *executorPreemptor) Priority() int32 { return e.pr.priority }
+
+func (e *executorPreemptor) Type() string { return e.pr.name() }
+
+var _ preemption.ExecutorPreemptor = &executorPreemptor{}
+var _ preemption.Candidate = &candidate{}

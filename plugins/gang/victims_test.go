@@ -1,0 +1,332 @@
+package gang
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	policy "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/utils/ptr"
+
+	"github.com/muster-io/muster/api"
+	"github.com/muster-io/muster/plugins/gang/plan"
+)
+
+// vpod is a bound pod for the victim tests: gpus GPUs, a priority, a gang
+// label (muster) or none, started age ago.
+type vpod struct {
+	name, node, gang string
+	gpus             int64
+	prio             int32
+	age              time.Duration
+	labels           map[string]string
+	annotations      map[string]string
+}
+
+var testNow = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func (s vpod) pod() *v1.Pod {
+	req := v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), "nvidia.com/gpu": *resource.NewQuantity(s.gpus, resource.DecimalSI)}
+	labels := map[string]string{}
+	for k, v := range s.labels {
+		labels[k] = v
+	}
+	if s.gang != "" {
+		labels[api.LabelPodGroup] = s.gang
+	}
+	start := metav1.NewTime(testNow.Add(-s.age))
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: s.name, UID: types.UID("uid-" + s.name), Labels: labels, Annotations: s.annotations, CreationTimestamp: start},
+		Spec: v1.PodSpec{
+			NodeName:   s.node,
+			Priority:   ptr.To(s.prio),
+			Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{Requests: req, Limits: req}}},
+		},
+		Status: v1.PodStatus{Phase: v1.PodRunning, StartTime: &start},
+	}
+}
+
+// gangOfPods makes n bound members of gang g, spread over nodes in turn.
+func gangOfPods(g string, n int, gpus int64, prio int32, age time.Duration, nodes ...string) []vpod {
+	var out []vpod
+	for i := range n {
+		out = append(out, vpod{name: fmt.Sprintf("%s-%d", g, i), node: nodes[i%len(nodes)], gang: g, gpus: gpus, prio: prio, age: age})
+	}
+	return out
+}
+
+func victimNodes(gpusPerNode int64, names []string, pods []vpod) []fwk.NodeInfo {
+	byNode := map[string][]*v1.Pod{}
+	for _, s := range pods {
+		byNode[s.node] = append(byNode[s.node], s.pod())
+	}
+	var out []fwk.NodeInfo
+	for _, name := range names {
+		alloc := v1.ResourceList{
+			v1.ResourceCPU: resource.MustParse("64"), v1.ResourceMemory: resource.MustParse("256Gi"), v1.ResourcePods: resource.MustParse("110"),
+			"nvidia.com/gpu": *resource.NewQuantity(gpusPerNode, resource.DecimalSI),
+		}
+		ni := framework.NewNodeInfo(byNode[name]...)
+		ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: v1.NodeStatus{Allocatable: alloc, Capacity: alloc}})
+		out = append(out, ni)
+	}
+	return out
+}
+
+// preemptorPods are the pending members of the preemptor gang.
+func preemptorPods(n int, gpus int64) []*v1.Pod {
+	var out []*v1.Pod
+	for i := range n {
+		out = append(out, vpod{name: fmt.Sprintf("hi-%d", i), gang: "hi", gpus: gpus, prio: 100}.pod())
+	}
+	for _, p := range out {
+		p.Spec.NodeName = ""
+	}
+	return out
+}
+
+type victimCase struct {
+	name        string
+	gpusPerNode int64
+	nodes       []string
+	running     []vpod
+	minMember   map[string]int
+	pdbs        []*policy.PodDisruptionBudget
+	// the preemptor: n members of gpus GPUs at priority prio.
+	n    int
+	gpus int64
+	prio int32
+	// want: the chosen units' keys, in any order; or wantErr in the error.
+	want    []string
+	wantErr string
+}
+
+func runVictimCase(t testing.TB, tc victimCase) (*searchResult, error) {
+	nodes := victimNodes(tc.gpusPerNode, tc.nodes, tc.running)
+	pending := preemptorPods(tc.n, tc.gpus)
+	in := victimInput{
+		nodes:    nodes,
+		priority: tc.prio,
+		own:      func(p *v1.Pod) bool { return p.Labels[api.LabelPodGroup] == "hi" },
+		minMember: func(k types.NamespacedName) int {
+			return tc.minMember[k.Name]
+		},
+		pdbs:     tc.pdbs,
+		gpuNames: gpuResourceNames,
+	}
+	units := buildUnits(in)
+	req := plan.Request{Gang: "ns/hi", MinMember: tc.n, Pending: pending}
+	return searchVictims(context.Background(), units, func(ctx context.Context, removed map[types.UID]bool) (*plan.Plan, error) {
+		r := req
+		r.Nodes = removeFromNodes(klog.Background(), nodes, removed)
+		return plan.Compute(ctx, r)
+	})
+}
+
+func unitKeys(units []*victimUnit) []string {
+	var out []string
+	for _, u := range units {
+		out = append(out, u.key)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func pdb(name string, selector map[string]string, allowed int32) *policy.PodDisruptionBudget {
+	return &policy.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+		Spec:       policy.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: selector}, MinAvailable: ptr.To(intstr.FromInt32(1))},
+		Status:     policy.PodDisruptionBudgetStatus{DisruptionsAllowed: allowed},
+	}
+}
+
+func withLabel(pods []vpod, k, v string) []vpod {
+	for i := range pods {
+		pods[i].labels = map[string]string{k: v}
+	}
+	return pods
+}
+
+func TestSearchVictims(t *testing.T) {
+	two := []string{"n1", "n2"}
+	cases := []victimCase{
+		{
+			name: "lowest priority gang first", gpusPerNode: 8, nodes: two,
+			running: slices.Concat(gangOfPods("a", 8, 1, 5, time.Hour, "n1"), gangOfPods("b", 8, 1, 1, time.Hour, "n2")),
+			n:       8, gpus: 1, prio: 100,
+			want: []string{"gang ns/b"},
+		},
+		{
+			name: "no gang broken when lone pods make room", gpusPerNode: 8, nodes: []string{"n1"},
+			running: slices.Concat(gangOfPods("a", 4, 1, 1, time.Hour, "n1"),
+				[]vpod{{name: "p0", node: "n1", gpus: 1, prio: 5}, {name: "p1", node: "n1", gpus: 1, prio: 5}, {name: "p2", node: "n1", gpus: 1, prio: 5}, {name: "p3", node: "n1", gpus: 1, prio: 5}}),
+			n: 4, gpus: 1, prio: 100,
+			want: []string{"pod ns/p0", "pod ns/p1", "pod ns/p2", "pod ns/p3"},
+		},
+		{
+			name: "fewer pods at equal priority", gpusPerNode: 4, nodes: two,
+			running: slices.Concat(gangOfPods("a", 4, 1, 1, time.Hour, "n1"), gangOfPods("b", 2, 2, 1, time.Hour, "n2")),
+			n:       1, gpus: 4, prio: 100,
+			want: []string{"gang ns/b"},
+		},
+		{
+			name: "youngest at equal cost", gpusPerNode: 4, nodes: two,
+			running: slices.Concat(gangOfPods("old", 4, 1, 1, 2*time.Hour, "n1"), gangOfPods("young", 4, 1, 1, time.Minute, "n2")),
+			n:       4, gpus: 1, prio: 100,
+			want: []string{"gang ns/young"},
+		},
+		{
+			name: "a gang spread over nodes goes whole", gpusPerNode: 4, nodes: two,
+			running: gangOfPods("a", 8, 1, 1, time.Hour, "n1", "n2"),
+			n:       1, gpus: 4, prio: 100,
+			want: []string{"gang ns/a"},
+		},
+		{
+			name: "PDB-protected gang spared when another will do", gpusPerNode: 8, nodes: two,
+			running: slices.Concat(withLabel(gangOfPods("a", 8, 1, 1, time.Hour, "n1"), "app", "a"), gangOfPods("b", 8, 1, 50, time.Hour, "n2")),
+			pdbs:    []*policy.PodDisruptionBudget{pdb("a", map[string]string{"app": "a"}, 0)},
+			n:       8, gpus: 1, prio: 100,
+			want: []string{"gang ns/b"},
+		},
+		{
+			name: "PDB-protected gang taken when nothing else fits", gpusPerNode: 8, nodes: two,
+			running: slices.Concat(withLabel(gangOfPods("a", 8, 1, 1, time.Hour, "n1"), "app", "a"), gangOfPods("b", 8, 1, 50, time.Hour, "n2")),
+			pdbs:    []*policy.PodDisruptionBudget{pdb("a", map[string]string{"app": "a"}, 0)},
+			n:       16, gpus: 1, prio: 100,
+			want: []string{"gang ns/a", "gang ns/b"},
+		},
+		{
+			name: "a gang with one member at the preemptor's priority is no victim", gpusPerNode: 8, nodes: two,
+			running: slices.Concat(
+				append(gangOfPods("a", 7, 1, 1, time.Hour, "n1"), vpod{name: "a-hi", node: "n1", gang: "a", gpus: 1, prio: 100}),
+				gangOfPods("b", 8, 1, 50, time.Hour, "n2")),
+			n: 8, gpus: 1, prio: 100,
+			want: []string{"gang ns/b"},
+		},
+		{
+			name: "equal priority: nothing to preempt", gpusPerNode: 8, nodes: two,
+			running: slices.Concat(gangOfPods("a", 8, 1, 100, time.Hour, "n1"), gangOfPods("b", 8, 1, 100, time.Hour, "n2")),
+			n:       8, gpus: 1, prio: 100,
+			wantErr: "no running pod has a lower priority",
+		},
+		{
+			name: "would not fit even after evicting everything", gpusPerNode: 8, nodes: two,
+			running: slices.Concat(gangOfPods("a", 8, 1, 1, time.Hour, "n1"), gangOfPods("b", 8, 1, 1, time.Hour, "n2")),
+			n:       3, gpus: 8, prio: 100,
+			wantErr: "would not fit even after evicting all 16 lower-priority pods",
+		},
+		{
+			name: "elastic extras go first, before any whole gang", gpusPerNode: 4, nodes: two,
+			running: slices.Concat(gangOfPods("e", 3, 1, 5, time.Hour, "n1"), gangOfPods("b", 4, 1, 1, time.Hour, "n2")),
+			// e runs 3 with a quorum of 2: one extra; n1 has 1 free GPU.
+			minMember: map[string]int{"e": 2, "b": 4},
+			n:         2, gpus: 1, prio: 100,
+			want: []string{"extra ns/e-0 of gang ns/e"},
+		},
+		{
+			name: "extras given back when a whole gang must go anyway", gpusPerNode: 4, nodes: two,
+			running:   slices.Concat(gangOfPods("e", 4, 1, 5, time.Hour, "n1"), gangOfPods("b", 4, 1, 1, time.Hour, "n2")),
+			minMember: map[string]int{"e": 2, "b": 4},
+			n:         4, gpus: 1, prio: 100,
+			// The two extras free 2 GPUs, not 4: a gang must go, and
+			// with b gone the extras are not needed.
+			want: []string{"gang ns/b"},
+		},
+		{
+			name: "extras and lone pods together before a gang", gpusPerNode: 4, nodes: two,
+			running: slices.Concat(gangOfPods("e", 3, 1, 5, time.Hour, "n1"), []vpod{{name: "p", node: "n1", gpus: 1, prio: 9}},
+				gangOfPods("b", 4, 1, 1, time.Hour, "n2")),
+			minMember: map[string]int{"e": 2, "b": 4},
+			n:         2, gpus: 1, prio: 100,
+			want: []string{"extra ns/e-0 of gang ns/e", "pod ns/p"},
+		},
+		{
+			name: "a foreign gang goes whole", gpusPerNode: 4, nodes: two,
+			running: []vpod{
+				{name: "v0", node: "n1", gpus: 2, prio: 1, annotations: map[string]string{api.AnnotationVolcanoGroup: "vg"}},
+				{name: "v1", node: "n2", gpus: 2, prio: 1, annotations: map[string]string{api.AnnotationVolcanoGroup: "vg"}},
+				{name: "x", node: "n2", gpus: 2, prio: 1},
+			},
+			n: 1, gpus: 4, prio: 100,
+			want: []string{"Volcano gang ns/vg"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := runVictimCase(t, tc)
+			if tc.wantErr != "" {
+				var wnf *wouldNotFitError
+				if !errors.As(err, &wnf) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want a wouldNotFitError containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := append([]string(nil), tc.want...)
+			sort.Strings(want)
+			if got := unitKeys(res.units); !slices.Equal(got, want) {
+				t.Errorf("victims %v, want %v", got, want)
+			}
+			if len(res.plan.Assignments) < tc.n {
+				t.Errorf("plan places %d members, want %d", len(res.plan.Assignments), tc.n)
+			}
+		})
+	}
+}
+
+func TestCheaperOrder(t *testing.T) {
+	at := func(d time.Duration) time.Time { return testNow.Add(-d) }
+	units := []*victimUnit{
+		{key: "pdb", violatesPDB: true, priority: 0},
+		{key: "gang-hi", breaksGang: true, priority: 9, started: at(time.Hour)},
+		{key: "gang-big", breaksGang: true, priority: 1, pods: make([]fwk.PodInfo, 8), started: at(time.Hour)},
+		{key: "gang-gpu", breaksGang: true, priority: 1, pods: make([]fwk.PodInfo, 2), gpus: 16, started: at(time.Hour)},
+		{key: "gang-old", breaksGang: true, priority: 1, pods: make([]fwk.PodInfo, 2), gpus: 2, started: at(2 * time.Hour)},
+		{key: "gang-young", breaksGang: true, priority: 1, pods: make([]fwk.PodInfo, 2), gpus: 2, started: at(time.Minute)},
+		{key: "pod", priority: 50},
+		{key: "extra", extra: true, priority: 60},
+	}
+	want := []string{"extra", "pod", "gang-young", "gang-old", "gang-gpu", "gang-big", "gang-hi", "pdb"}
+	for range 5 {
+		shuffled := append([]*victimUnit(nil), units...)
+		slices.Reverse(shuffled)
+		sort.SliceStable(shuffled, func(i, j int) bool { return cheaper(shuffled[i], shuffled[j]) })
+		var got []string
+		for _, u := range shuffled {
+			got = append(got, u.key)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("order %v, want %v", got, want)
+		}
+	}
+}
+
+func TestPreemptorPolicyAndPriority(t *testing.T) {
+	never := v1.PreemptNever
+	a := vpod{name: "a", gang: "g", prio: 10}.pod()
+	b := vpod{name: "b", gang: "g", prio: 30}.pod()
+	c := vpod{name: "c", gang: "g", prio: 20}.pod()
+	pr := newPreemptor(a, types.NamespacedName{Namespace: "ns", Name: "g"}, nil, []*v1.Pod{a, b, c})
+	if pr.priority != 30 || pr.never {
+		t.Errorf("priority %d never %v, want the highest member priority 30 and policy PreemptLowerPriority", pr.priority, pr.never)
+	}
+	c.Spec.PreemptionPolicy = &never
+	if pr := newPreemptor(a, types.NamespacedName{Namespace: "ns", Name: "g"}, nil, []*v1.Pod{a, b, c}); !pr.never {
+		t.Errorf("a member with preemptionPolicy Never: never=false, want true")
+	}
+}
