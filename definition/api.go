@@ -59,14 +59,16 @@ type Instance struct {
 	ID string
 	// Template is the pod template of the instance (nil without spec).
 	Template *corev1.PodTemplateSpec
-	// Replicas, MinReplicas, MaxReplicas as the definition's paths give them,
-	// per instance of the parent. Replicas is 1 when there is no path.
+	// Replicas, MinReplicas, MaxReplicas as the definition's paths give them:
+	// the component's own totals, not multiplied by the parent's. Replicas
+	// is 1 when there is no path.
 	Replicas    int32
 	MinReplicas *int32
 	MaxReplicas *int32
 	// Pods is the number of pods this instance stands for in the whole
-	// workload: Replicas times the replicas of its ancestor instances.
-	// MinPods is the same with MinReplicas where set.
+	// workload: Replicas for a component with pods, the sum of its
+	// children's for one without. MinPods is the same with MinReplicas
+	// where set.
 	Pods    int64
 	MinPods int64
 }

@@ -197,12 +197,13 @@ spec:
             value: "0"
           componentInstanceSelector: {idPath: '.metadata.labels["leaderworkerset.sigs.k8s.io/name"]'}
           replicaSelector: {keyPath: '.metadata.labels["leaderworkerset.sigs.k8s.io/group-index"]'}
+        scaleDefinition: {replicasPath: .spec.replicas // 1}
       - name: worker
         ownerRef: group
         instanceIdPath: select(.spec.multiNode != null) | .metadata.name + "-lws"
         specDefinition:
           fragmentedPodSpecDefinition: {resourcesPath: .spec.resources}
-        scaleDefinition: {replicasPath: (.spec.multiNode.size // 1) - 1}
+        scaleDefinition: {replicasPath: (.spec.replicas // 1) * ((.spec.multiNode.size // 1) - 1)}
         podSelector:
           componentTypeSelector:
             keyPath: .metadata.labels["leaderworkerset.sigs.k8s.io/worker-index"] | select(. != null and . != "0")

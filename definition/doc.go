@@ -46,24 +46,37 @@
 // Paths in podSelector, groupByKeyPaths and filters run on the pod; all others
 // on the root object.
 //
-// # Instances and multiplicity
+// # Instances and counts
 //
 // A component with instanceIdPath has one instance per value of that path;
 // its other paths yield one value per instance, index-aligned with the ids,
 // or one value that applies to every instance. A component without it has
-// one instance with ID "".
+// one instance with ID "". A child instance's parent instance is the parent
+// instance with the same ID or, when the parent has exactly one instance,
+// that one; anything else is an error. A component whose parent is absent
+// is absent too.
 //
-// Replica counts of a component instance are per instance of its parent
-// (replicas default to 1; null means unset; numbers may be integers, whole
-// floats or numeric strings). A child instance's parent instance is the
-// parent instance with the same ID or, when the parent has exactly one
-// instance, that one; anything else is an error. So
+// Counts follow Workload Map: every path runs on the whole root object and
+// its value is the component's own count in the whole workload, never
+// multiplied by the parent's (replicas default to 1; null means unset;
+// numbers may be integers, whole floats or numeric strings). A
+// leader/worker workload with 2 groups of 1 leader and 3 workers writes
+// the leader's count as the number of groups (2) and the worker's as
+// groups × 3 (6). So, per instance,
 //
-//	Pods(C, i)    = Replicas(C, i) × Pods(parent instance)          (root: Replicas)
-//	MinPods(C, i) = MinReplicas(C, i) × MinPods(parent instance)    (Replicas where MinReplicas is unset)
+//	Pods(C, i)    = Replicas(C, i)                       (C has pods)
+//	MinPods(C, i) = MinReplicas(C, i), else Replicas(C, i)
+//	Pods(G, i)    = Σ Pods of G's child instances under i  (G has no pods)
 //
-// For example a root with replicas 2 (groups) and children leader (1) and
-// worker (3) has 2 leader pods and 6 worker pods.
+// A grouping component's own replicas are kept as read (Instance.Replicas):
+// they do not add pods, but a gang scope uses them (see Gangs).
+//
+// A component whose template path (podTemplateSpecPath, podSpecPath, or
+// every path of fragmentedPodSpecDefinition) yields null or nothing for an
+// instance is absent there: the instance is left out, with 0 pods, and so
+// is its subtree. A PyTorchJob without workers or an InferenceService
+// without a transformer is a workload without that role, not an error.
+// Workload Map's engine counts such a component as one pod; muster does not.
 //
 // # Pods
 //
@@ -91,20 +104,32 @@
 // non-empty string, number or boolean.
 //
 // The counted components of a definition are its members, or, for a member
-// without pods, the components with pods below it.
+// without pods, the components with pods below it. A member needs only to
+// name a component: one with no pods anywhere below it is valid and counts
+// nobody.
 //
 // Without groupByKeyPaths on any member the gang is the whole workload:
 // MinMember = Σ over counted components and their instances of MinPods.
 //
-// With groupByKeyPaths the gang instance is one replica of the scope
-// component: the lowest common ancestor of the members' parents (the root
-// when every member is a child of the root). MinMember of the gang instance
-// is Σ over the counted components' instances below the pod's scope
-// instance of MinReplicas (else Replicas) times the min-replicas of the
-// ancestor instances strictly below the scope. The scope's own replicas and
-// anything above it are not multiplied in: they count gang instances, not
-// members. A leader-worker workload with 2 groups of 1 leader and 3 workers
-// grouped per group has MinMember 4, not 8.
+// With groupByKeyPaths the gang instances share the counted components'
+// totals. The scope component is the lowest common ancestor of the
+// members' parents (the root when every member is a child of the root);
+// each scope instance has N gang instances:
+//
+//   - N = ⌈T / S⌉ when the gang's only member has no pods of its own and
+//     reads its own count S (its minReplicas, else replicas): S is the size
+//     of one gang instance, as the Workload Map catalog writes a
+//     leader/worker group (group replicas = size);
+//   - N = the scope instance's own replicas otherwise (the groups of a
+//     leader/worker set, the replicas of a clique set);
+//
+// where T is Σ MinPods of the counted instances below the scope instance.
+// MinMember of a gang instance is Σ over those counted instances of
+// ⌈MinPods / N⌉, and MinResources the same pods' requests: rounding up
+// never loosens a gang. A leader-worker workload with 2 groups of 1 leader
+// and 3 workers grouped per group has MinMember 4 either way, not 8, and
+// not the 32 (4 × 8) that Workload Map's grouper computes for the first
+// form. GangPlan.Instances is N.
 //
 // Newer form (podGroup): one whole-workload gang over the subGroups'
 // components (every component with pods when subGroups is empty), named

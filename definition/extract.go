@@ -48,8 +48,8 @@ func (vc *viewComp) instance(id string) (int, bool) {
 }
 
 // Extract reads components, instances, templates and replicas from obj.
-// See the package documentation for how instances and replica counts
-// multiply.
+// See the package documentation ("Instances and counts") for how counts
+// are read: totals, as Workload Map reads them, and absent components.
 func (c *Compiled) Extract(ctx context.Context, obj *unstructured.Unstructured) (*Workload, error) {
 	v, err := c.extract(ctx, toJQ(obj.Object))
 	if err != nil {
@@ -86,6 +86,7 @@ func (c *Compiled) extract(ctx context.Context, root any) (*view, error) {
 			return nil, err
 		}
 	}
+	c.sumGroupings(v)
 	return v, nil
 }
 
@@ -130,6 +131,11 @@ func (c *Compiled) extractComponent(ctx context.Context, root any, v *view, ci i
 	vc.parent = make([]int, n)
 	if comp.parent >= 0 {
 		pv := &v.comps[comp.parent]
+		if len(pv.ids) == 0 {
+			// The parent is absent from this object, and so is its subtree.
+			vc.ids, vc.parent = nil, nil
+			n = 0
+		}
 		for j, id := range vc.ids {
 			p, ok := pv.instance(id)
 			if !ok {
@@ -189,26 +195,13 @@ func (c *Compiled) extractComponent(ctx context.Context, root any, v *view, ci i
 		}
 	}
 
-	// Pods: replicas are per instance of the parent, so they multiply down
-	// the tree.
+	// Pods: a count is the component's own total in the whole workload, as
+	// Workload Map reads it; it is not multiplied by the parent's.
 	vc.pods = make([]int64, n)
 	vc.minPods = make([]int64, n)
 	for j := range n {
-		pods, minPods := int64(1), int64(1)
-		if p := vc.parent[j]; p >= 0 {
-			pv := &v.comps[comp.parent]
-			pods, minPods = pv.pods[p], pv.minPods[p]
-		}
-		r, mr := int64(vc.replicas[j]), int64(vc.replicas[j])
-		if vc.min[j] != nil {
-			mr = int64(*vc.min[j])
-		}
-		var ok1, ok2 bool
-		vc.pods[j], ok1 = mulCount(pods, r)
-		vc.minPods[j], ok2 = mulCount(minPods, mr)
-		if !ok1 || !ok2 {
-			return fail(comp.replicas, vc.ids[j], fmt.Errorf("the pod count is above the ceiling of %d", MaxCount))
-		}
+		vc.pods[j] = int64(vc.replicas[j])
+		vc.minPods[j] = minReplicas(vc, j)
 	}
 
 	if !comp.hasPods {
@@ -222,7 +215,14 @@ func (c *Compiled) extractComponent(ctx context.Context, root any, v *view, ci i
 		}
 		return err
 	}
+	keep := make([]bool, n)
 	for j, m := range tpls {
+		if m == nil {
+			// The template path yields null or nothing: the component is
+			// optional and this object does not have it.
+			continue
+		}
+		keep[j] = true
 		t := &corev1.PodTemplateSpec{}
 		// Unknown fields are allowed: a template written for a newer
 		// Kubernetes must not break grouping; wrong types are errors.
@@ -232,7 +232,49 @@ func (c *Compiled) extractComponent(ctx context.Context, root any, v *view, ci i
 		}
 		vc.tpl = append(vc.tpl, t)
 	}
+	vc.dropAbsent(keep)
 	return nil
+}
+
+// dropAbsent keeps the instances marked in keep (tpl holds the kept ones
+// already).
+func (vc *viewComp) dropAbsent(keep []bool) {
+	k := 0
+	for j, ok := range keep {
+		if !ok {
+			continue
+		}
+		vc.ids[k], vc.parent[k], vc.replicas[k], vc.min[k], vc.max[k], vc.pods[k], vc.minPods[k] =
+			vc.ids[j], vc.parent[j], vc.replicas[j], vc.min[j], vc.max[j], vc.pods[j], vc.minPods[j]
+		k++
+	}
+	vc.ids, vc.parent, vc.replicas, vc.min, vc.max, vc.pods, vc.minPods =
+		vc.ids[:k], vc.parent[:k], vc.replicas[:k], vc.min[:k], vc.max[:k], vc.pods[:k], vc.minPods[:k]
+}
+
+// sumGroupings sets the pods of each component without pods of its own to
+// the sum of its children's, per instance, as Workload Map's CLI shows a
+// grouping component. Its own replicas stay as read: for a gang scope they
+// count gang instances.
+func (c *Compiled) sumGroupings(v *view) {
+	for k := len(c.order) - 1; k >= 0; k-- {
+		ci := c.order[k]
+		comp := c.comps[ci]
+		if comp.hasPods || len(comp.children) == 0 {
+			continue
+		}
+		vc := &v.comps[ci]
+		for j := range vc.pods {
+			vc.pods[j], vc.minPods[j] = 0, 0
+		}
+		for _, ch := range comp.children {
+			cv := &v.comps[ch]
+			for j, p := range cv.parent {
+				vc.pods[p] += cv.pods[j]
+				vc.minPods[p] += cv.minPods[j]
+			}
+		}
+	}
 }
 
 func specSource(comp *component) string {
@@ -298,7 +340,7 @@ func (c *Compiled) templates(ctx context.Context, comp *component, root any, n i
 			return nil, err
 		}
 		for j, x := range vals {
-			if out[j], err = object(s.podTemplateSpec, j, x, false); err != nil {
+			if out[j], err = object(s.podTemplateSpec, j, x, true); err != nil {
 				return nil, err
 			}
 		}
@@ -314,9 +356,12 @@ func (c *Compiled) templates(ctx context.Context, comp *component, root any, n i
 			}
 		}
 		for j := range n {
-			spec, err := object(s.podSpec, j, specs[j], false)
+			spec, err := object(s.podSpec, j, specs[j], true)
 			if err != nil {
 				return nil, err
+			}
+			if spec == nil {
+				continue
 			}
 			t := map[string]any{"spec": spec}
 			md, err := object(s.metadata, j, mds[j], true)
@@ -379,6 +424,15 @@ func (c *Compiled) fragmented(ctx context.Context, f *fragExprs, root any, n int
 	}
 	out := make([]map[string]any, n)
 	for j := range n {
+		absent := true
+		for _, p := range parts {
+			absent = absent && p.vals[j] == nil
+		}
+		if absent {
+			// No fragment is there: the component is optional and this
+			// object does not have it.
+			continue
+		}
 		spec := map[string]any{}
 		md := map[string]any{}
 		var containers []any
@@ -518,16 +572,4 @@ func toCount(x any) (int32, bool, error) {
 		return 0, false, fmt.Errorf("replica count %d is above the ceiling of %d", n, MaxCount)
 	}
 	return int32(n), true, nil
-}
-
-// mulCount multiplies pod counts; ok is false above MaxCount (and so before
-// any overflow).
-func mulCount(a, b int64) (int64, bool) {
-	if a == 0 || b == 0 {
-		return 0, true
-	}
-	if a > MaxCount/b {
-		return 0, false
-	}
-	return a * b, true
 }

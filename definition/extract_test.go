@@ -102,18 +102,26 @@ func TestExtract(t *testing.T) {
 		want           map[string][]instSummary
 	}{
 		{"replicated jobs", jobsetDef, jobsetObj, map[string][]instSummary{
-			"jobset":        {{Replicas: 1, Min: -1, Max: -1, Pods: 1, MinPods: 1}},
+			// A grouping component has the pods of its children.
+			"jobset":        {{Replicas: 1, Min: -1, Max: -1, Pods: 3, MinPods: 3}},
 			"replicatedjob": {{ID: "leader", Replicas: 1, Min: -1, Max: -1, Pods: 1, MinPods: 1, Image: "trainer:1"}, {ID: "workers", Replicas: 2, Min: -1, Max: -1, Pods: 2, MinPods: 2, Image: "trainer:1"}},
 		}},
+		{"a template path that yields null is an absent component", strings.Replace(jobsetDef, ".template.spec.template'", ".template.spec.tempalte'", 1), jobsetObj, map[string][]instSummary{
+			"jobset":        {{Replicas: 1, Min: -1, Max: -1, Pods: 0, MinPods: 0}},
+			"replicatedjob": {},
+		}},
 		{"head and worker groups", rayDef, rayObj, map[string][]instSummary{
-			"raycluster": {{Replicas: 1, Min: -1, Max: -1, Pods: 1, MinPods: 1}},
+			"raycluster": {{Replicas: 1, Min: -1, Max: -1, Pods: 8, MinPods: 3}},
 			"head":       {{Replicas: 1, Min: -1, Max: -1, Pods: 1, MinPods: 1, Image: "ray:2"}},
 			"workers":    {{ID: "gpu", Replicas: 4, Min: 2, Max: 4, Pods: 4, MinPods: 2, Image: "ray:2"}, {ID: "cpu", Replicas: 3, Min: 0, Max: -1, Pods: 3, MinPods: 0, Image: "ray:2"}},
 		}},
-		{"leader/worker multiplies by the groups", lwsDef, lwsObj, map[string][]instSummary{
-			"lws":    {{Replicas: 2, Min: -1, Max: -1, Pods: 2, MinPods: 2}},
-			"leader": {{Replicas: 1, Min: -1, Max: -1, Pods: 2, MinPods: 2, Image: "vllm:1"}},
-			"worker": {{Replicas: 3, Min: -1, Max: -1, Pods: 6, MinPods: 6, Image: "vllm:1"}},
+		// Counts are totals, not multiplied by the parent's: the root's
+		// replicas (2 groups) are not multiplied into the leader's or the
+		// worker's, and the root has the sum of its children.
+		{"leader/worker counts are totals", lwsDef, lwsObj, map[string][]instSummary{
+			"lws":    {{Replicas: 2, Min: -1, Max: -1, Pods: 8, MinPods: 8}},
+			"leader": {{Replicas: 2, Min: -1, Max: -1, Pods: 2, MinPods: 2, Image: "vllm:1"}},
+			"worker": {{Replicas: 6, Min: -1, Max: -1, Pods: 6, MinPods: 6, Image: "vllm:1"}},
 		}},
 		{"no worker groups", rayDef, strings.Split(rayObj, "  workerGroupSpecs:")[0], map[string][]instSummary{
 			"raycluster": {{Replicas: 1, Min: -1, Max: -1, Pods: 1, MinPods: 1}},
@@ -198,8 +206,6 @@ func TestExtractErrors(t *testing.T) {
 		name, def, obj string
 		want           []string
 	}{
-		{"path to a missing template", strings.Replace(jobsetDef, ".template.spec.template'", ".template.spec.tempalte'", 1), jobsetObj,
-			[]string{`component "replicatedjob"`, "podTemplateSpecPath", "yields null", "check the path"}},
 		{"count mismatch", strings.Replace(jobsetDef, "replicasPath: .spec.replicatedJobs[] | (.replicas // 1) * (.template.spec.parallelism // 1)", "replicasPath: '1, 2, 3'", 1), jobsetObj,
 			[]string{`component "replicatedjob"`, "replicasPath", "yields 3 values for 2 instances"}},
 		{"replicas not a number", podSpecDef, "apiVersion: example.com/v1\nkind: Split\nmetadata: {name: s}\nspec: {count: many, pod: {containers: [{name: c}]}}\n",
@@ -263,9 +269,14 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := summarizeWorkload(w)["pods"]
-	if got[0].Pods != 15 || got[1].Pods != 2 {
-		t.Errorf("pods = %+v, want b:15 a:2", got)
+	// Counts are not multiplied by the parent's; the groups have the sum
+	// of their children.
+	sum := summarizeWorkload(w)
+	if got := sum["pods"]; got[0].Pods != 5 || got[1].Pods != 1 {
+		t.Errorf("pods = %+v, want b:5 a:1", got)
+	}
+	if got := sum["group"]; got[0].Pods != 1 || got[1].Pods != 5 {
+		t.Errorf("groups = %+v, want a:1 b:5", got)
 	}
 	_, err = c.Extract(ctxT, objT(t, `
 apiVersion: example.com/v1

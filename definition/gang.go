@@ -41,6 +41,8 @@ type gangSizes struct {
 type gangSize struct {
 	minMember    int64
 	minResources corev1.ResourceList
+	// instances is the number of gang instances the size applies to.
+	instances int64
 }
 
 // planCache keeps the plans of recently seen root objects. A root object is
@@ -206,11 +208,13 @@ func minReplicas(vc *viewComp, j int) int64 {
 
 // gangSizes computes a gang definition's min-member and min-resources on a
 // view: once for a whole-workload gang, once per scope instance for a
-// grouped one.
+// grouped one. Counts are totals over the whole workload (see the package
+// documentation, "Gangs"), so a grouped gang divides them by its number of
+// gang instances.
 func (c *Compiled) gangSizes(v *view, g *gangDef) (gangSizes, error) {
 	var gs gangSizes
 	if !g.grouped {
-		gs.whole.minResources = corev1.ResourceList{}
+		gs.whole = gangSize{minResources: corev1.ResourceList{}, instances: 1}
 		for _, ci := range g.counted {
 			req := v.requests(ci)
 			for j, n := range v.comps[ci].minPods {
@@ -220,49 +224,68 @@ func (c *Compiled) gangSizes(v *view, g *gangDef) (gangSizes, error) {
 		}
 		return gs, nil
 	}
-	gs.byScope = make([]gangSize, len(v.comps[g.scope].ids))
-	for s := range gs.byScope {
-		gs.byScope[s].minResources = corev1.ResourceList{}
-	}
+	sc := &v.comps[g.scope]
+	gs.byScope = make([]gangSize, len(sc.ids))
+	// totals[s] is the min-pods of the counted components below scope
+	// instance s, before dividing.
+	totals := make([]int64, len(sc.ids))
 	for _, ci := range g.counted {
-		req := v.requests(ci)
-		for j := range v.comps[ci].ids {
-			s, n, err := c.scopeOf(v, ci, j, g.scope)
+		for j, n := range v.comps[ci].minPods {
+			s, err := c.scopeOf(v, ci, j, g.scope)
 			if err != nil {
 				return gs, err
 			}
-			gs.byScope[s].minMember += n
-			addScaled(gs.byScope[s].minResources, req[j], n)
+			totals[s] += n
+		}
+	}
+	for s := range gs.byScope {
+		gs.byScope[s] = gangSize{minResources: corev1.ResourceList{}, instances: max(int64(sc.replicas[s]), 1)}
+	}
+	if g.sizeMember >= 0 {
+		// The member's own count is the size of one gang instance, so the
+		// totals hold that many pods per instance.
+		mv := &v.comps[g.sizeMember]
+		for j := range mv.ids {
+			s, err := c.scopeOf(v, g.sizeMember, j, g.scope)
+			if err != nil {
+				return gs, err
+			}
+			if m := minReplicas(mv, j); m > 0 {
+				gs.byScope[s].instances = max(ceilDiv(totals[s], m), 1)
+			}
+		}
+	}
+	for _, ci := range g.counted {
+		req := v.requests(ci)
+		for j, n := range v.comps[ci].minPods {
+			s, err := c.scopeOf(v, ci, j, g.scope)
+			if err != nil {
+				return gs, err
+			}
+			// Rounded up: a count that does not divide evenly never
+			// loosens a gang.
+			per := ceilDiv(n, gs.byScope[s].instances)
+			gs.byScope[s].minMember += per
+			addScaled(gs.byScope[s].minResources, req[j], per)
 		}
 	}
 	return gs, nil
 }
 
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
 // scopeOf walks from instance j of component ci up to the scope component
-// and returns the scope instance and the number of pods instance j has in
-// one replica of it: its min-replicas times those of the ancestors strictly
-// below the scope. The scope's own replicas and those above are not
-// multiplied in: they count gang instances, not members.
-func (c *Compiled) scopeOf(v *view, ci, j, scope int) (int, int64, error) {
-	if ci == scope {
-		return j, 1, nil
-	}
-	n := minReplicas(&v.comps[ci], j)
-	for {
+// and returns the scope instance it belongs to.
+func (c *Compiled) scopeOf(v *view, ci, j, scope int) (int, error) {
+	for ci != scope {
 		p := c.comps[ci].parent
 		if p < 0 {
-			return 0, 0, fmt.Errorf("component %q is not below the gang scope %q", c.comps[ci].name, c.comps[scope].name)
+			return 0, fmt.Errorf("component %q is not below the gang scope %q", c.comps[ci].name, c.comps[scope].name)
 		}
 		j = v.comps[ci].parent[j]
 		ci = p
-		if ci == scope {
-			return j, n, nil
-		}
-		var ok bool
-		if n, ok = mulCount(n, minReplicas(&v.comps[ci], j)); !ok {
-			return 0, 0, fmt.Errorf("the pod count is above the ceiling of %d", MaxCount)
-		}
 	}
+	return j, nil
 }
 
 // GangForPod returns the gang instance pod belongs to in workload root, with
@@ -326,7 +349,7 @@ func (c *Compiled) GangForPod(ctx context.Context, root *unstructured.Unstructur
 			return nil, fmt.Errorf("pod %s/%s: component %q has no instance %q in %s %s/%s (it has %d)",
 				pod.Namespace, pod.Name, match.Component, match.Instance, root.GetKind(), root.GetNamespace(), root.GetName(), len(vc.ids))
 		}
-		s, _, err := c.scopeOf(p.v, ci, j, g.scope)
+		s, err := c.scopeOf(p.v, ci, j, g.scope)
 		if err != nil {
 			return nil, err
 		}
@@ -434,7 +457,8 @@ func (c *Compiled) GangPlans(ctx context.Context, root *unstructured.Unstructure
 	}
 	var out []GangPlan
 	for gi, g := range c.gangsOf(root) {
-		mk := func(size gangSize, instances int64) (GangPlan, error) {
+		mk := func(size gangSize) (GangPlan, error) {
+			instances := size.instances
 			var gang Gang
 			gang.TopologyRequired, gang.TopologyPreferred = g.topologyRequired, g.topologyPreferred
 			if err := fill(&gang, size, p); err != nil {
@@ -445,7 +469,7 @@ func (c *Compiled) GangPlans(ctx context.Context, root *unstructured.Unstructure
 				TopologyRequired: gang.TopologyRequired, TopologyPreferred: gang.TopologyPreferred}, nil
 		}
 		if !g.grouped {
-			gp, err := mk(p.gangs[gi].whole, 1)
+			gp, err := mk(p.gangs[gi].whole)
 			if err != nil {
 				return nil, err
 			}
@@ -453,8 +477,8 @@ func (c *Compiled) GangPlans(ctx context.Context, root *unstructured.Unstructure
 			continue
 		}
 		var last *GangPlan
-		for s, size := range p.gangs[gi].byScope {
-			gp, err := mk(size, p.v.comps[g.scope].pods[s])
+		for _, size := range p.gangs[gi].byScope {
+			gp, err := mk(size)
 			if err != nil {
 				return nil, err
 			}

@@ -194,8 +194,9 @@ func TestGangForPodNoComponent(t *testing.T) {
 }
 
 // A grouped gang whose scope is below the root: each "cell" instance has
-// replicas, and a gang instance is one replica of one cell, so neither the
-// root's replicas nor the other cells count.
+// replicas (totals: copies × the cell's replicas), a gang instance is one
+// replica of one cell, and the cell's members' totals are divided among its
+// replicas; other cells do not count.
 func TestGangScopeBelowRoot(t *testing.T) {
 	def := `
 apiVersion: run.ai/v1alpha1
@@ -211,11 +212,12 @@ spec:
       - name: cell
         ownerRef: app
         instanceIdPath: .spec.cells[].name
-        scaleDefinition: {replicasPath: '.spec.cells[].replicas'}
+        scaleDefinition: {replicasPath: '.spec.cells[].replicas * .spec.copies'}
       - name: head
         ownerRef: cell
         instanceIdPath: .spec.cells[].name
         specDefinition: {podTemplateSpecPath: .spec.template}
+        scaleDefinition: {replicasPath: '.spec.cells[].replicas * .spec.copies'}
         podSelector:
           componentTypeSelector: {keyPath: .metadata.labels.role, value: head}
           componentInstanceSelector: {idPath: .metadata.labels.cell}
@@ -223,7 +225,7 @@ spec:
         ownerRef: cell
         instanceIdPath: .spec.cells[].name
         specDefinition: {podTemplateSpecPath: .spec.template}
-        scaleDefinition: {replicasPath: '.spec.cells[].size'}
+        scaleDefinition: {replicasPath: '(.spec.cells[] | .replicas * .size) * .spec.copies'}
         podSelector:
           componentTypeSelector: {keyPath: .metadata.labels.role, value: member}
           componentInstanceSelector: {idPath: .metadata.labels.cell}

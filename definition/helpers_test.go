@@ -111,6 +111,7 @@ spec:
         ownerRef: lws
         specDefinition:
           podTemplateSpecPath: .spec.leaderWorkerTemplate.leaderTemplate // .spec.leaderWorkerTemplate.workerTemplate
+        scaleDefinition: {replicasPath: .spec.replicas}
         podSelector:
           componentTypeSelector:
             keyPath: '.metadata.labels["leaderworkerset.sigs.k8s.io/worker-index"]'
@@ -118,7 +119,7 @@ spec:
       - name: worker
         ownerRef: lws
         specDefinition: {podTemplateSpecPath: .spec.leaderWorkerTemplate.workerTemplate}
-        scaleDefinition: {replicasPath: .spec.leaderWorkerTemplate.size - 1}
+        scaleDefinition: {replicasPath: .spec.replicas * (.spec.leaderWorkerTemplate.size - 1)}
         podSelector:
           componentTypeSelector:
             keyPath: '.metadata.labels["leaderworkerset.sigs.k8s.io/worker-index"]'

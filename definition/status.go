@@ -10,13 +10,18 @@ import (
 	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 )
 
-// Status maps obj's status to the shared vocabulary. Matchers of one status
-// are ORed; within a matcher every part it sets must hold: byPhase compares
-// case-insensitively, byConditions needs a condition of each type with the
-// status (case-insensitively, so a boolean true matches "True") and reason
-// when given, byExpression compares the expression's value rendered as text
-// (strings as they are, other values as JSON) with expectedResult. Several
-// statuses may match; none gives [Undefined]. A definition without
+// Status maps obj's status to the shared vocabulary the way Workload Map
+// does. The mappings are evaluated in the order Resuming, Suspending,
+// Suspended, Running, Failed, Completed, Initializing, Degraded and every
+// status with a matching matcher is returned, in that order; the first is
+// the primary phase. None matching (no status at all included) gives
+// [Undefined]. Matchers of one status are ORed; within a matcher every part
+// it sets must hold: byPhase compares case-insensitively; each byConditions
+// entry needs the condition of that type (the last one listed, when a type
+// repeats) with the status (case-insensitively, so a boolean true matches
+// "True") and reason, each compared only when the expected value is
+// non-empty; byExpression takes the first value of (expression) | tostring
+// and compares it with expectedResult. A definition without
 // statusDefinition always gives [Undefined].
 func (c *Compiled) Status(ctx context.Context, obj *unstructured.Unstructured) (*Status, error) {
 	st := &Status{}
@@ -93,21 +98,14 @@ func (c *Compiled) matches(ctx context.Context, m *matcherDef, st *Status, root 
 		return false, nil
 	}
 	for _, want := range m.byConditions {
-		found := false
-		for _, got := range st.Conditions {
-			if got.Type != want.Type {
-				continue
-			}
-			if want.Status != nil && !strings.EqualFold(*want.Status, got.Status) {
-				continue
-			}
-			if want.Reason != nil && *want.Reason != got.Reason {
-				continue
-			}
-			found = true
-			break
-		}
+		got, found := lastCondition(st.Conditions, want.Type)
 		if !found {
+			return false, nil
+		}
+		if want.Status != nil && *want.Status != "" && !strings.EqualFold(*want.Status, got.Status) {
+			return false, nil
+		}
+		if want.Reason != nil && *want.Reason != "" && *want.Reason != got.Reason {
 			return false, nil
 		}
 	}
@@ -116,14 +114,22 @@ func (c *Compiled) matches(ctx context.Context, m *matcherDef, st *Status, root 
 		if err != nil {
 			return false, err
 		}
-		for _, x := range vals {
-			if render(x) == m.expected {
-				return true, nil
-			}
-		}
-		return false, nil
+		// Workload Map reads only the first value; later ones, even a
+		// matching one, do not count.
+		return len(vals) > 0 && render(vals[0]) == m.expected, nil
 	}
 	// A matcher that sets nothing cannot pass validation; one that sets
 	// only phase or conditions holds here.
 	return m.byPhase != "" || len(m.byConditions) > 0, nil
+}
+
+// lastCondition is the condition of type t; Workload Map indexes conditions
+// by type, so when a type repeats the last one listed is the one compared.
+func lastCondition(conds []Condition, t string) (Condition, bool) {
+	for i := len(conds) - 1; i >= 0; i-- {
+		if conds[i].Type == t {
+			return conds[i], true
+		}
+	}
+	return Condition{}, false
 }

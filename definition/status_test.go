@@ -29,6 +29,8 @@ spec:
           failed: [{byConditions: [{type: Failed, status: "True", reason: Crash}]}]
           degraded: [{byConditions: [{type: Ready, status: "False"}]}]
           suspended: [{byExpression: {expression: ".spec.suspend // false", expectedResult: "true"}}]
+          completed: [{byConditions: [{type: Complete, status: ""}]}]
+          resuming: [{byExpression: {expression: ".spec.steps[]?", expectedResult: "resume"}}]
 `
 
 func TestStatus(t *testing.T) {
@@ -45,7 +47,13 @@ func TestStatus(t *testing.T) {
 		{"second matcher ORed", "status: {active: 3}", []kartav1alpha1.ResourceStatus{kartav1alpha1.StatusRunning}, ""},
 		{"reason must match", "status: {conds: [{kind: Failed, ok: 'True', why: OOM}]}", []kartav1alpha1.ResourceStatus{kartav1alpha1.StatusUndefined}, ""},
 		{"several statuses in vocabulary order", "spec: {suspend: true}\nstatus: {conds: [{kind: Failed, ok: 'True', why: Crash}, {kind: Ready, ok: 'False'}]}",
-			[]kartav1alpha1.ResourceStatus{kartav1alpha1.StatusFailed, kartav1alpha1.StatusDegraded, kartav1alpha1.StatusSuspended}, ""},
+			[]kartav1alpha1.ResourceStatus{kartav1alpha1.StatusSuspended, kartav1alpha1.StatusFailed, kartav1alpha1.StatusDegraded}, ""},
+		{"transitions come first", "spec: {suspend: true, steps: [resume]}\nstatus: {active: 3}",
+			[]kartav1alpha1.ResourceStatus{kartav1alpha1.StatusResuming, kartav1alpha1.StatusSuspended, kartav1alpha1.StatusRunning}, ""},
+		{"an empty expected status is not compared", "status: {conds: [{kind: Complete, ok: 'False'}]}", []kartav1alpha1.ResourceStatus{kartav1alpha1.StatusCompleted}, ""},
+		{"only the expression's first value counts", "spec: {steps: [pause, resume]}", []kartav1alpha1.ResourceStatus{kartav1alpha1.StatusUndefined}, ""},
+		{"the last condition of a type is compared", "status: {conds: [{kind: Ready, ok: 'False'}, {kind: Ready, ok: 'True'}]}", []kartav1alpha1.ResourceStatus{kartav1alpha1.StatusUndefined}, ""},
+		{"no status at all", "", []kartav1alpha1.ResourceStatus{kartav1alpha1.StatusUndefined}, ""},
 	}
 	c := compileT(t, statusKarta)
 	for _, tc := range tests {

@@ -277,10 +277,13 @@ type matcherDef struct {
 	expected     string
 }
 
-// statusOrder is the order of the shared vocabulary in Status.Statuses.
+// statusOrder is the order in which Workload Map evaluates the mappings and
+// lists the matches: transitions first (an object being suspended or resumed
+// says so even when its old state still holds), then the settled states.
+// Status.Statuses follows it, so its first entry is the primary phase.
 var statusOrder = [...]kartav1alpha1.ResourceStatus{
-	kartav1alpha1.StatusInitializing, kartav1alpha1.StatusRunning, kartav1alpha1.StatusCompleted, kartav1alpha1.StatusFailed,
-	kartav1alpha1.StatusDegraded, kartav1alpha1.StatusSuspended, kartav1alpha1.StatusSuspending, kartav1alpha1.StatusResuming,
+	kartav1alpha1.StatusResuming, kartav1alpha1.StatusSuspending, kartav1alpha1.StatusSuspended, kartav1alpha1.StatusRunning,
+	kartav1alpha1.StatusFailed, kartav1alpha1.StatusCompleted, kartav1alpha1.StatusInitializing, kartav1alpha1.StatusDegraded,
 }
 
 func (b *builder) statusDefinition(fp *field.Path, sd *kartav1alpha1.StatusDefinition) *statusDef {
@@ -304,7 +307,7 @@ func (b *builder) statusDefinition(fp *field.Path, sd *kartav1alpha1.StatusDefin
 		}
 	}
 	m := &sd.StatusMappings
-	lists := [len(statusOrder)][]kartav1alpha1.StatusMatcher{m.Initializing, m.Running, m.Completed, m.Failed, m.Degraded, m.Suspended, m.Suspending, m.Resuming}
+	lists := [len(statusOrder)][]kartav1alpha1.StatusMatcher{m.Resuming, m.Suspending, m.Suspended, m.Running, m.Failed, m.Completed, m.Initializing, m.Degraded}
 	for si, list := range lists {
 		lp := fp.Child("statusMappings", strings.ToLower(string(statusOrder[si][:1]))+string(statusOrder[si][1:]))
 		for j, sm := range list {
@@ -346,8 +349,12 @@ type gangDef struct {
 	counted []int
 	// grouped is true when a member has groupByKeyPaths; the gang instance
 	// is then one replica of the scope component.
-	grouped                             bool
-	scope                               int
+	grouped bool
+	scope   int
+	// sizeMember is the only member when it has no pods of its own and
+	// reads its own replica count, which is then the size of one gang
+	// instance; -1 otherwise.
+	sizeMember                          int
 	topologyRequired, topologyPreferred string
 }
 
@@ -389,10 +396,8 @@ func (b *builder) gangScheduling() {
 			b.add(field.NotFound(p, name))
 			return 0, false
 		}
-		if treeOK && len(b.c.podBearing(i)) == 0 {
-			b.add(field.Invalid(p, name, "the component has no pods, nor any component below it; a gang member must have pods"))
-			return 0, false
-		}
+		// A member without pods anywhere below it is allowed, as in
+		// Workload Map: no pod is ever in its part of the gang.
 		return i, true
 	}
 
@@ -537,8 +542,14 @@ func (c *Compiled) finishGang(g *gangDef) {
 			}
 		}
 	}
+	g.sizeMember = -1
 	if !g.grouped {
 		return
+	}
+	if len(g.members) == 1 {
+		if m := c.comps[g.members[0].comp]; !m.hasPods && (m.replicas != nil || m.minReplicas != nil) {
+			g.sizeMember = g.members[0].comp
+		}
 	}
 	scope := -1
 	for _, m := range g.members {

@@ -188,13 +188,6 @@ spec:
     gangScheduling:
       podGroups: [{name: g, members: [{componentName: nope}]}]
 `, []string{`podGroups[0].members[0].componentName: Not found: "nope"`}},
-		{"gang member without pods", root + `
-    childComponents:
-      - {name: logical, ownerRef: app}
-  optimizationInstructions:
-    gangScheduling:
-      podGroups: [{name: g, members: [{componentName: logical}]}]
-`, []string{"members[0].componentName", "no pods"}},
 		{"duplicate gang names", minimal + `
   optimizationInstructions:
     gangScheduling:
