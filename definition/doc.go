@@ -71,9 +71,11 @@
 // A grouping component's own replicas are kept as read (Instance.Replicas):
 // they do not add pods, but a gang scope uses them (see Gangs).
 //
-// A component whose template path (podTemplateSpecPath, podSpecPath, or
-// every path of fragmentedPodSpecDefinition) yields null or nothing for an
-// instance is absent there: the instance is left out, with 0 pods, and so
+// A component whose template path (podTemplateSpecPath or podSpecPath)
+// yields null or nothing for an instance, or whose fragmented paths and
+// replicasPath all find nothing (a fragmented template of defaults only
+// with a count is there: a TrainJob trainer taken from its runtime), is
+// absent there: the instance is left out, with 0 pods, and so
 // is its subtree. A PyTorchJob without workers or an InferenceService
 // without a transformer is a workload without that role, not an error.
 // Workload Map's engine counts such a component as one pod; muster does not.

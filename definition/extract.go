@@ -152,6 +152,7 @@ func (c *Compiled) extractComponent(ctx context.Context, root any, v *view, ci i
 
 	// Replica counts.
 	vc.replicas = make([]int32, n)
+	countSet := make([]bool, n)
 	vc.min = make([]*int32, n)
 	vc.max = make([]*int32, n)
 	counts := []struct {
@@ -162,6 +163,7 @@ func (c *Compiled) extractComponent(ctx context.Context, root any, v *view, ci i
 			vc.replicas[j] = 1
 			if ok {
 				vc.replicas[j] = x
+				countSet[j] = true
 			}
 		}},
 		{comp.minReplicas, func(j int, x int32, ok bool) {
@@ -217,8 +219,13 @@ func (c *Compiled) extractComponent(ctx context.Context, root any, v *view, ci i
 	}
 	keep := make([]bool, n)
 	for j, m := range tpls {
-		if m == nil {
-			// The template path yields null or nothing: the component is
+		defaultsOnly := comp.spec.frag != nil && m != nil && m["absent"] == true
+		if defaultsOnly {
+			delete(m, "absent") // our own map, built by fragmented
+		}
+		if m == nil || (defaultsOnly && !countSet[j]) {
+			// The template path yields null or nothing, or no fragment
+			// path nor the count finds anything: the component is
 			// optional and this object does not have it.
 			continue
 		}
@@ -428,11 +435,6 @@ func (c *Compiled) fragmented(ctx context.Context, f *fragExprs, root any, n int
 		for _, p := range parts {
 			absent = absent && p.vals[j] == nil
 		}
-		if absent {
-			// No fragment is there: the component is optional and this
-			// object does not have it.
-			continue
-		}
 		spec := map[string]any{}
 		md := map[string]any{}
 		var containers []any
@@ -505,6 +507,11 @@ func (c *Compiled) fragmented(ctx context.Context, f *fragExprs, root any, n int
 			}
 		}
 		out[j] = map[string]any{"metadata": md, "spec": spec}
+		if absent {
+			// Marks a template built from defaults only; the caller
+			// decides with the count whether the component is there.
+			out[j]["absent"] = true
+		}
 	}
 	return out, nil
 }

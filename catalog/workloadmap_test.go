@@ -1,0 +1,311 @@
+package catalog
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
+	"github.com/muster-io/muster/definition"
+)
+
+// The Workload Map material (../shared/corpus/workload-map, see its
+// SOURCE.md): the upstream catalog's definitions, and recordings of real
+// operators driving their root objects through flows, each snapshot with the
+// state a person judged from the object and the phases the upstream engine
+// matched. These tests hold muster to both: its own catalog must give the
+// judged state first, and an upstream definition must give upstream's
+// phases, so a definition written for Workload Map works unchanged.
+
+// recording is one recorded flow (schemaVersion 1).
+type recording struct {
+	Operator  string `json:"operator"`
+	KartaName string `json:"kartaName"`
+	Flow      string `json:"flow"`
+	Events    []struct {
+		Kind   string         `json:"kind"`
+		Object map[string]any `json:"object"`
+		State  string         `json:"state"`
+		Phases []string       `json:"phases"`
+	} `json:"events"`
+}
+
+func workloadMapDir(t *testing.T) string {
+	t.Helper()
+	c := corpusDir(t)
+	if c == "" {
+		t.Skip("../shared/corpus is not present")
+	}
+	dir := filepath.Join(c, "workload-map")
+	if _, err := os.Stat(dir); err != nil {
+		t.Skip("../shared/corpus/workload-map is not present")
+	}
+	return dir
+}
+
+// upstreamDefinitions compiles every upstream definition, by file name
+// without .yaml (what recordings call kartaName).
+func upstreamDefinitions(t *testing.T, dir string) map[string]*definition.Compiled {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "definitions", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatalf("no definitions in %s", dir)
+	}
+	out := map[string]*definition.Compiled{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
+		k, err := definition.Decode(data)
+		if err != nil {
+			t.Errorf("upstream definition %s: Decode: %v", name, err)
+			continue
+		}
+		c, err := definition.Compile(k, definition.Options{})
+		if err != nil {
+			t.Errorf("upstream definition %s: Compile: %v", name, err)
+			continue
+		}
+		out[name] = c
+	}
+	return out
+}
+
+func readRecordings(t *testing.T, dir string) map[string]*recording {
+	t.Helper()
+	out := map[string]*recording{}
+	err := filepath.WalkDir(filepath.Join(dir, "recorded"), func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		r := &recording{}
+		if err := yaml.Unmarshal(data, r); err != nil {
+			t.Errorf("%s: %v", path, err)
+			return nil
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		out[rel] = r
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) == 0 {
+		t.Fatalf("no recordings under %s/recorded", dir)
+	}
+	return out
+}
+
+func statusNames(s []kartav1alpha1.ResourceStatus) []string {
+	out := make([]string, len(s))
+	for i, x := range s {
+		out[i] = string(x)
+	}
+	return out
+}
+
+// TestWorkloadMapReplay replays every recorded snapshot through muster's
+// catalog (first phase == the judged state) and through the upstream
+// definition the recording used (phases == upstream's, in its order), and
+// extracts the workload with both: a snapshot of a real operator never
+// makes the engine fail.
+func TestWorkloadMapReplay(t *testing.T) {
+	dir := workloadMapDir(t)
+	upstream := upstreamDefinitions(t, dir)
+	recs := readRecordings(t, dir)
+	reg := newTestRegistry(t)
+	ctx := context.Background()
+
+	var files []string
+	for f := range recs {
+		files = append(files, f)
+	}
+	sort.Strings(files)
+	var snapshots, ownOK, upOK, ownExtractOK, upExtractOK int
+	var upExtractErrs []string
+	var drift int
+	missing := map[string]string{}
+	for _, f := range files {
+		r := recs[f]
+		up := upstream[r.KartaName]
+		if up == nil {
+			t.Errorf("%s: kartaName %q is not among the upstream definitions", f, r.KartaName)
+		}
+		for i, ev := range r.Events {
+			if ev.Kind != "STATE" {
+				continue
+			}
+			snapshots++
+			obj := &unstructured.Unstructured{Object: ev.Object}
+			at := f + " event " + strconv.Itoa(i)
+
+			if e, ok := reg.LookupGVK(obj.GroupVersionKind()); !ok {
+				if why, pending := pendingKinds[obj.GetKind()]; pending {
+					missing[obj.GetKind()] = why
+				} else {
+					t.Errorf("%s: the catalog has no definition for %s", at, obj.GroupVersionKind())
+				}
+			} else {
+				if _, pending := pendingKinds[obj.GetKind()]; pending {
+					t.Errorf("%s: the catalog now defines %s: take it off pendingKinds", at, obj.GetKind())
+				}
+				st, err := e.Compiled.Status(ctx, obj)
+				switch {
+				case err != nil:
+					t.Errorf("%s: catalog %s: Status: %v", at, e.Name, err)
+				case string(st.Statuses[0]) != ev.State:
+					t.Errorf("%s: catalog %s: phases %v, want %s first", at, e.Name, st.Statuses, ev.State)
+				default:
+					ownOK++
+				}
+				if _, err := e.Compiled.Extract(ctx, obj); err != nil {
+					t.Errorf("%s: catalog %s: Extract: %v", at, e.Name, err)
+				} else {
+					ownExtractOK++
+				}
+			}
+
+			if up == nil {
+				continue
+			}
+			// The recordings list the phases in the order of the engine
+			// that made them, which listed Initializing first; today's
+			// upstream engine, and muster, list them in evaluation order
+			// (TestStatus in package definition). The set must be equal.
+			st, err := up.Status(ctx, obj)
+			switch {
+			case err != nil:
+				t.Errorf("%s: upstream %s: Status: %v", at, r.KartaName, err)
+			case !reflect.DeepEqual(sorted(statusNames(st.Statuses)), sorted(ev.Phases)):
+				if why, ok := recordedWithAnotherDefinition[at]; ok {
+					t.Logf("%s: upstream %s: phases %v, recorded %v: %s", at, r.KartaName, st.Statuses, ev.Phases, why)
+					drift++
+				} else {
+					t.Errorf("%s: upstream %s: phases %v, upstream's %v", at, r.KartaName, st.Statuses, ev.Phases)
+				}
+			case recordedWithAnotherDefinition[at] != "":
+				t.Errorf("%s: upstream %s now gives the recorded phases: take it off recordedWithAnotherDefinition", at, r.KartaName)
+			default:
+				upOK++
+			}
+			// Not every upstream definition reads every recorded object
+			// (the upstream PodCliqueSet definition iterates over scaling
+			// groups an object may not have); counted, and the two counts
+			// the issue names are checked in TestWorkloadMapPodCounts.
+			if _, err := up.Extract(ctx, obj); err != nil {
+				upExtractErrs = append(upExtractErrs, at+": "+err.Error())
+			} else {
+				upExtractOK++
+			}
+		}
+	}
+	for kind, why := range missing {
+		t.Logf("the catalog has no %s yet: %s", kind, why)
+	}
+	if len(recordedWithAnotherDefinition) != drift {
+		t.Errorf("%d snapshots listed in recordedWithAnotherDefinition, %d seen", len(recordedWithAnotherDefinition), drift)
+	}
+	for _, e := range upExtractErrs {
+		t.Logf("upstream Extract: %s", e)
+	}
+	t.Logf("%d recordings, %d snapshots: catalog first phase == state %d/%d, upstream phases == recorded %d/%d, Extract ok catalog %d upstream %d",
+		len(recs), snapshots, ownOK, snapshots, upOK, snapshots, ownExtractOK, upExtractOK)
+}
+
+// pendingKinds are recorded kinds the catalog does not define yet, with
+// why; the test fails once the catalog defines one, so the list only
+// shrinks.
+var pendingKinds = map[string]string{
+	"Sandbox": "agents.x-k8s.io Sandbox, added with the other upstream kinds of issue 16 (item 4)",
+}
+
+// recordedWithAnotherDefinition are snapshots whose recorded phases no
+// engine can get from the definition in definitions/: the recording was
+// made with an earlier revision of that definition (or, in an abridged
+// file, from a reconstructed object). Each is checked by hand; the test
+// fails when one of them starts to agree, so the list stays true.
+var recordedWithAnotherDefinition = map[string]string{
+	"recorded/batch-job/v1.34.0/batch-job-v1/resumed.yaml event 4":                                       "active 1, ready 1: the definition's Initializing needs ready 0, yet Initializing was recorded",
+	"recorded/batch-job/v1.34.0/batch-job-v1/running.yaml event 1":                                       "active 1, ready 1: as above",
+	"recorded/kserve/v0.20.0/serving-kserve-io-llminferenceservice-v1alpha2/missing-preset.yaml event 1": "Ready Unknown and PresetsCombined False: the definition has no mapping that gives Failed",
+	"recorded/kserve/v0.20.0/serving-kserve-io-llminferenceservice-v1alpha2/stopped.yaml event 2":        "Ready False reason Stopped: the definition has no suspended mapping and its failed one matches",
+	"recorded/statefulset/v1.34.0/apps-statefulset-v1/scaled.yaml event 0":                               "abridged: the object's generation is reconstructed, and with it the definition gives Initializing",
+}
+
+func sorted(s []string) []string {
+	out := append([]string(nil), s...)
+	sort.Strings(out)
+	return out
+}
+
+// TestWorkloadMapPodCounts: an upstream definition gives the pods the
+// operator creates. Counts are totals (the LWS worker count already holds
+// every group's workers), and a component the object does not have is
+// absent, not one pod.
+func TestWorkloadMapPodCounts(t *testing.T) {
+	dir := workloadMapDir(t)
+	upstream := upstreamDefinitions(t, dir)
+	recs := readRecordings(t, dir)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		file string
+		pods int64
+	}{
+		// replicas 1, size 2: one leader and one worker.
+		{"recorded/lws/v1.34.0/leaderworkerset-x-k8s-io-leaderworkerset-v1/running.yaml", 2},
+		// A standalone Milvus: the standalone pod, etcd and MinIO; the
+		// cluster-mode components the object does not mention are absent
+		// (upstream's engine counts each as one pod: 18).
+		{"recorded/milvus/v1.34.0/milvus-io-milvus-v1beta1/running.yaml", 3},
+	} {
+		r := recs[tc.file]
+		if r == nil {
+			t.Errorf("%s: not in the corpus", tc.file)
+			continue
+		}
+		up := upstream[r.KartaName]
+		if up == nil {
+			t.Errorf("%s: no upstream definition %s", tc.file, r.KartaName)
+			continue
+		}
+		ev := r.Events[len(r.Events)-1]
+		w, err := up.Extract(ctx, &unstructured.Unstructured{Object: ev.Object})
+		if err != nil {
+			t.Errorf("%s: Extract: %v", tc.file, err)
+			continue
+		}
+		var pods int64
+		var parts []string
+		for _, c := range w.Components {
+			for _, in := range c.Instances {
+				if c.HasPods {
+					pods += in.Pods
+					parts = append(parts, c.Name+"/"+in.ID+"="+strconv.FormatInt(in.Pods, 10))
+				}
+			}
+		}
+		if pods != tc.pods {
+			t.Errorf("%s: %d pods (%v), want %d", tc.file, pods, parts, tc.pods)
+		}
+	}
+}
