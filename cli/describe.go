@@ -51,8 +51,12 @@ const describeExample = `  # A live workload, by type and name
   # Show every pod, not only the first 20 per component
   muster describe rayclusters/chat --pod-limit 0
 
-  # Offline: the tree and gang plan of a manifest (stdin works too: -f -)
+  # Many components: at most 3 under each parent, unready or missing pods first
+  muster describe jobset/trainer --component-limit 3
+
+  # Offline: the tree and gang plan of a manifest, from a file or stdin
   muster describe -f trainer.yaml
+  helm template ./chart | muster describe -f -
 
   # Try a definition you are writing on a sample object and sample pods
   muster describe -f sample.yaml --definition my-def.yaml --pods sample-pods.yaml -o json`
@@ -61,13 +65,16 @@ const describeExample = `  # A live workload, by type and name
 type DescribeOptions struct {
 	env *Env
 
-	Filename    string
-	Definition  string
-	PodFiles    []string
-	PodLimit    int
-	Output      string
-	Namespace   string
-	PodSelector string
+	Filename   string
+	Definition string
+	PodFiles   []string
+	PodLimit   int
+	// ComponentLimit caps the components shown under each parent in the
+	// table (0 shows all).
+	ComponentLimit int
+	Output         string
+	Namespace      string
+	PodSelector    string
 
 	typeArg, nameArg string
 
@@ -78,7 +85,7 @@ type DescribeOptions struct {
 func NewCmdDescribe(env *Env) *cobra.Command {
 	o := &DescribeOptions{env: env, PodLimit: 20, Output: "table", IOStreams: env.Streams}
 	cmd := &cobra.Command{
-		Use:                   "describe (TYPE/NAME | TYPE NAME | -f FILE) [--pod-limit N] [-o table|wide|json|yaml]",
+		Use:                   "describe (TYPE/NAME | TYPE NAME | -f FILE | -f -) [--pod-limit N] [--component-limit N] [-o table|wide|json|yaml]",
 		DisableFlagsInUseLine: true,
 		Short:                 "Show a workload's roles, pods, GPUs, nodes and gangs",
 		Long:                  describeLong,
@@ -99,6 +106,7 @@ func NewCmdDescribe(env *Env) *cobra.Command {
 	f.StringVar(&o.Definition, "definition", "", "With -f: use this definition file instead of the catalog's")
 	f.StringArrayVar(&o.PodFiles, "pods", nil, "With -f: sample pods (multi-document YAML; Jobs and other intermediate owners may be included) to attribute to components and gangs; repeatable")
 	f.IntVar(&o.PodLimit, "pod-limit", o.PodLimit, "Pods shown per component, unhealthy first (0 = all)")
+	f.IntVar(&o.ComponentLimit, "component-limit", 0, "Components shown under each parent in the tree, those with unready or missing pods first (0 = all); table output only")
 	addOutputFlag(cmd, &o.Output)
 	return cmd
 }
@@ -128,6 +136,9 @@ func (o *DescribeOptions) Validate() error {
 	if o.PodLimit < 0 {
 		return usageErrorf("--pod-limit must be 0 (all) or more, not %d", o.PodLimit)
 	}
+	if o.ComponentLimit < 0 {
+		return usageErrorf("--component-limit must be 0 (all) or more, not %d", o.ComponentLimit)
+	}
 	if o.Filename != "" {
 		if o.typeArg != "" {
 			return usageErrorf("give either -f FILE or TYPE/NAME, not both")
@@ -148,6 +159,10 @@ func (o *DescribeOptions) Validate() error {
 
 // Run describes the workload.
 func (o *DescribeOptions) Run(ctx context.Context) error {
+	return reportNoDefinition(o.Out, o.Output, o.typeArg, o.run(ctx))
+}
+
+func (o *DescribeOptions) run(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -183,7 +198,7 @@ func (o *DescribeOptions) print(descs []*Description) error {
 		if i > 0 {
 			fmt.Fprintln(o.Out)
 		}
-		if err := renderDescription(o.Out, p, d, o.Output == "wide"); err != nil {
+		if err := renderDescription(o.Out, p, d, o.Output == "wide", o.ComponentLimit); err != nil {
 			return err
 		}
 	}
@@ -606,6 +621,9 @@ func (o *DescribeOptions) compileDefinitionFile(name string) (*definition.Compil
 	}
 	if len(kartas) != 1 {
 		return nil, defRef{}, usageErrorf("%s: --definition takes one definition, found %d", name, len(kartas))
+	}
+	if definition.IsLegacy(kartas[0]) {
+		o.env.warnf("%s: %s", name, definition.LegacyNotice(kartas[0].Name))
 	}
 	c, err := definition.Compile(kartas[0], o.env.definitionOptions())
 	if err != nil {

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 )
 
@@ -82,6 +83,49 @@ func notFoundErrorf(format string, args ...any) error {
 
 func noDefinitionErrorf(format string, args ...any) error {
 	return &ExitError{Code: ExitNoDefinition, Err: fmt.Errorf(format, args...)}
+}
+
+// NoDefinitionReport is what -o json|yaml prints on standard output when
+// the type asked for has no definition: a script reads the answer where it
+// reads results, and the "error: …" line still goes to standard error.
+type NoDefinitionReport struct {
+	// Error is always "NoDefinition".
+	Error string `json:"error"`
+	// Type is the TYPE as given, when one was.
+	Type string `json:"type,omitempty"`
+	// Kind and Group name the kind, when it is known.
+	Kind    string `json:"kind,omitempty"`
+	Group   string `json:"group,omitempty"`
+	Message string `json:"message"`
+	Hint    string `json:"hint"`
+}
+
+const noDefinitionHint = `"muster definitions" lists the types muster knows; add a definition for this one as a Karta ("muster validate" checks it)`
+
+// noDefinitionError carries the kind that has no definition.
+type noDefinitionError struct {
+	kind, group string
+	msg         string
+}
+
+func (e *noDefinitionError) Error() string { return e.msg }
+
+// reportNoDefinition prints the structured form of a no-definition error
+// for -o json|yaml and returns err unchanged, so the exit code and the
+// stderr line stay as they are.
+func reportNoDefinition(w io.Writer, format, typeArg string, err error) error {
+	if (format != "json" && format != "yaml") || ExitCode(err) != ExitNoDefinition {
+		return err
+	}
+	r := NoDefinitionReport{Error: "NoDefinition", Type: typeArg, Message: oneLine(err.Error()), Hint: noDefinitionHint}
+	var nd *noDefinitionError
+	if errors.As(err, &nd) {
+		r.Kind, r.Group = nd.kind, nd.group
+	}
+	if perr := printData(w, format, r); perr != nil {
+		return errors.Join(err, perr)
+	}
+	return err
 }
 
 func invalidErrorf(format string, args ...any) error {

@@ -3,19 +3,25 @@ package cli
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/pager"
 	"k8s.io/kubectl/pkg/util/podutils"
 
 	"github.com/muster-io/muster/api"
@@ -25,6 +31,13 @@ import (
 
 const getLong = `List top-level workloads of every kind muster has a definition for, with their
 status, pods ready/desired, GPUs requested, gangs bound/planned and age.
+
+TYPE is what kubectl accepts (kind, plural, short name or kind.group); TYPE NAME or
+TYPE/NAME shows one workload. -l/--selector filters the workloads (not their pods) by
+label, kubectl syntax. --phase keeps the workloads one of whose phases is the one
+given; repeat it to keep any of several (the filter applies after the workloads are
+read, so it does not make the listing cheaper). Workloads are listed in pages of
+--chunk-size objects (0: in one request), as kubectl does.
 
 "Top-level" means the object has no controller owner that muster also has a
 definition for: a JobSet created by a TrainJob is listed as the TrainJob. Kinds
@@ -37,6 +50,16 @@ const getExample = `  # Every workload in the current namespace
   # Every JobSet in every namespace, with nodes and definitions
   muster get jobsets -A -o wide
 
+  # One workload (both forms work)
+  muster get jobset trainer
+  muster get jobset/trainer
+
+  # Failed or degraded JobSets of one team
+  muster get jobsets --phase Failed --phase Degraded -l team=nlp
+
+  # Every running workload, whatever its type
+  muster get --all-types --phase Running
+
   # Machine-readable
   muster get --all-types -n team-a -o json`
 
@@ -45,9 +68,17 @@ type GetOptions struct {
 	env *Env
 
 	TypeArg       string
+	NameArg       string
 	AllTypes      bool
 	AllNamespaces bool
 	Output        string
+	// Phases keeps the workloads with any of these phases (canonical
+	// spelling); empty keeps all.
+	Phases []string
+	// Selector is a label selector on the workloads.
+	Selector string
+	// ChunkSize is the page size of list requests; 0 lists in one.
+	ChunkSize int64
 
 	genericiooptions.IOStreams
 }
@@ -56,7 +87,7 @@ type GetOptions struct {
 func NewCmdGet(env *Env) *cobra.Command {
 	o := &GetOptions{env: env, Output: "table", IOStreams: env.Streams}
 	cmd := &cobra.Command{
-		Use:                   "get [TYPE | --all-types] [-A] [-o table|wide|json|yaml]",
+		Use:                   "get [TYPE [NAME] | TYPE/NAME | --all-types] [-A] [-l SELECTOR] [--phase PHASE]... [--chunk-size N] [-o table|wide|json|yaml]",
 		DisableFlagsInUseLine: true,
 		Short:                 "List top-level workloads with status, pods, GPUs and gangs",
 		Long:                  getLong,
@@ -68,19 +99,10 @@ func NewCmdGet(env *Env) *cobra.Command {
 			return completeTypes(completionContext(cmd), env, toComplete), cobra.ShellCompDirectiveNoFileComp
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 1 {
-				return usageErrorf("get takes at most one TYPE, got %d arguments (use \"muster describe TYPE/NAME\" for one workload)", len(args))
+			if err := o.Complete(args); err != nil {
+				return err
 			}
-			if len(args) == 1 {
-				if strings.Contains(args[0], "/") {
-					return usageErrorf("get lists a TYPE; for one workload use \"muster describe %s\"", args[0])
-				}
-				o.TypeArg = args[0]
-			}
-			if o.TypeArg != "" && o.AllTypes {
-				return usageErrorf("give TYPE or --all-types, not both")
-			}
-			if err := validateOutput(o.Output); err != nil {
+			if err := o.Validate(); err != nil {
 				return err
 			}
 			return o.Run(cmd.Context())
@@ -88,12 +110,124 @@ func NewCmdGet(env *Env) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&o.AllTypes, "all-types", false, "List every defined kind (the default without TYPE)")
 	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "List workloads in every namespace")
+	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "Label selector on the workloads (not their pods), kubectl syntax: -l team=nlp,tier!=dev")
+	cmd.Flags().StringArrayVar(&o.Phases, "phase", nil, "Keep workloads with this phase; repeat to keep any of several. One of "+strings.Join(phaseNames(), ", "))
+	cmd.Flags().Int64Var(&o.ChunkSize, "chunk-size", 500, "List workloads in pages of this many objects, as kubectl does; 0 lists them in one request")
 	addOutputFlag(cmd, &o.Output)
 	return cmd
 }
 
+// Complete takes TYPE, TYPE NAME or TYPE/NAME, kubectl's forms.
+func (o *GetOptions) Complete(args []string) error {
+	switch len(args) {
+	case 0:
+	case 1:
+		t, n, qualified := strings.Cut(args[0], "/")
+		if qualified && (t == "" || n == "") {
+			return usageErrorf("%q: want TYPE/NAME", args[0])
+		}
+		o.TypeArg, o.NameArg = t, n
+	case 2:
+		if strings.Contains(args[0], "/") {
+			return usageErrorf("NAME given twice: in %q and as %q", args[0], args[1])
+		}
+		o.TypeArg, o.NameArg = args[0], args[1]
+	default:
+		return usageErrorf("get takes TYPE, TYPE NAME or TYPE/NAME, got %d arguments", len(args))
+	}
+	if strings.Contains(o.NameArg, "/") {
+		return usageErrorf("NAME %q must not contain \"/\"", o.NameArg)
+	}
+	return nil
+}
+
+// Validate checks the flags and their combinations.
+func (o *GetOptions) Validate() error {
+	if o.TypeArg != "" && o.AllTypes {
+		return usageErrorf("give TYPE or --all-types, not both")
+	}
+	if o.ChunkSize < 0 {
+		return usageErrorf("--chunk-size must be 0 (one request) or more, not %d", o.ChunkSize)
+	}
+	if _, err := labels.Parse(o.Selector); err != nil {
+		return usageErrorf("--selector: %v", err)
+	}
+	if o.Selector != "" && o.NameArg != "" {
+		return usageErrorf("give NAME or --selector, not both")
+	}
+	for i, ph := range o.Phases {
+		canon, ok := canonicalPhase(ph)
+		if !ok {
+			return usageErrorf("--phase %q: want one of %s", ph, strings.Join(phaseNames(), ", "))
+		}
+		o.Phases[i] = canon
+	}
+	return validateOutput(o.Output)
+}
+
+// phaseNames lists the phases a workload can have, in the order the status
+// mappings are evaluated.
+func phaseNames() []string {
+	out := make([]string, 0, len(allPhases))
+	for _, p := range allPhases {
+		out = append(out, string(p))
+	}
+	return out
+}
+
+var allPhases = []kartav1alpha1.ResourceStatus{
+	kartav1alpha1.StatusResuming, kartav1alpha1.StatusSuspending, kartav1alpha1.StatusSuspended,
+	kartav1alpha1.StatusRunning, kartav1alpha1.StatusFailed, kartav1alpha1.StatusCompleted,
+	kartav1alpha1.StatusInitializing, kartav1alpha1.StatusDegraded, kartav1alpha1.StatusUndefined,
+}
+
+// canonicalPhase spells a phase as the status vocabulary does, whatever
+// its case.
+func canonicalPhase(s string) (string, bool) {
+	for _, p := range allPhases {
+		if strings.EqualFold(s, string(p)) {
+			return string(p), true
+		}
+	}
+	return "", false
+}
+
+// hasPhase reports whether any of the row's phases is one of want.
+func hasPhase(row WorkloadRow, want []string) bool {
+	for _, p := range row.Phases {
+		if slices.Contains(want, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// listObjects lists one resource in pages of chunk objects (0: one request)
+// through client-go's pager, which also falls back to one full list when a
+// continue token expires.
+func listObjects(ctx context.Context, ri dynamic.ResourceInterface, opts metav1.ListOptions, chunk int64) ([]*unstructured.Unstructured, error) {
+	p := pager.New(pager.SimplePageFunc(func(opts metav1.ListOptions) (runtime.Object, error) {
+		return ri.List(ctx, opts)
+	}))
+	p.PageSize = chunk
+	var out []*unstructured.Unstructured
+	err := p.EachListItem(ctx, opts, func(obj runtime.Object) error {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return fmt.Errorf("unexpected list item %T", obj)
+		}
+		out = append(out, u)
+		return nil
+	})
+	return out, err
+}
+
 // Run lists the workloads.
 func (o *GetOptions) Run(ctx context.Context) error {
+	return reportNoDefinition(o.Out, o.Output, o.TypeArg, o.run(ctx))
+}
+
+func (o *GetOptions) run(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -184,12 +318,30 @@ func (o *GetOptions) Run(ctx context.Context) error {
 	owned := map[string]int{}
 	for _, k := range kinds {
 		ri := c.Dynamic.Resource(k.mapping.Resource)
-		var list *unstructured.UnstructuredList
+		var rif dynamic.ResourceInterface = ri
 		if k.mapping.Scope.Name() == meta.RESTScopeNameNamespace && ns != "" {
-			list, err = ri.Namespace(ns).List(ctx, metav1.ListOptions{})
-		} else {
-			list, err = ri.List(ctx, metav1.ListOptions{})
+			rif = ri.Namespace(ns)
 		}
+		var items []*unstructured.Unstructured
+		if o.NameArg != "" {
+			var obj *unstructured.Unstructured
+			obj, err = rif.Get(ctx, o.NameArg, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				where := ""
+				if ns != "" && k.mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+					where = " in namespace " + ns
+				}
+				return notFoundErrorf("%s %q not found%s", k.mapping.GroupVersionKind.Kind, o.NameArg, where)
+			}
+			if err != nil {
+				return apiError("get "+k.mapping.Resource.Resource+" "+o.NameArg, err)
+			}
+			// A named workload is shown even when a defined workload
+			// owns it: the user asked for it.
+			wls = append(wls, workload{obj, k.ent})
+			continue
+		}
+		items, err = listObjects(ctx, rif, metav1.ListOptions{LabelSelector: o.Selector}, o.ChunkSize)
 		if err != nil {
 			if isUnreachable(err) {
 				return apiError("list "+k.mapping.Resource.Resource, err)
@@ -197,8 +349,7 @@ func (o *GetOptions) Run(ctx context.Context) error {
 			o.env.warnf("cannot list %s: %v", k.mapping.Resource.Resource, err)
 			continue
 		}
-		for i := range list.Items {
-			obj := &list.Items[i]
+		for _, obj := range items {
 			if ownedByDefined(obj) {
 				owned[k.mapping.Resource.Resource]++
 				continue
@@ -261,8 +412,14 @@ func (o *GetOptions) Run(ctx context.Context) error {
 
 	now := o.env.Now()
 	rows := make([]WorkloadRow, 0, len(wls))
+	filtered := 0
 	for i, w := range wls {
-		rows = append(rows, workloadRow(ctx, w.obj, w.ent, podsOf[i], pgOf[i], now, o.env.gpuNames()))
+		row := workloadRow(ctx, w.obj, w.ent, podsOf[i], pgOf[i], now, o.env.gpuNames())
+		if len(o.Phases) > 0 && !hasPhase(row, o.Phases) {
+			filtered++
+			continue
+		}
+		rows = append(rows, row)
 	}
 	sort.Slice(rows, func(i, j int) bool {
 		a, b := rows[i], rows[j]
@@ -274,6 +431,10 @@ func (o *GetOptions) Run(ctx context.Context) error {
 		}
 		return a.Name < b.Name
 	})
+	if len(rows) == 0 && filtered > 0 && o.Output != "json" && o.Output != "yaml" {
+		fmt.Fprintf(o.ErrOut, "No workloads with phase %s (%d found with other phases).\n", strings.Join(o.Phases, " or "), filtered)
+		return nil
+	}
 	return o.print(rows, ns, owned)
 }
 

@@ -20,6 +20,9 @@ import (
 // kartaGK is the kind of cluster definitions.
 var kartaGK = schema.GroupKind{Group: kartav1alpha1.Group, Kind: kartav1alpha1.Kind}
 
+// legacyGK is the deprecated kind of cluster definitions, read as Karta.
+var legacyGK = schema.GroupKind{Group: kartav1alpha1.LegacyGroup, Kind: kartav1alpha1.LegacyKind}
+
 // definitions is the registry of one command run: the embedded catalog plus,
 // when a cluster is at hand and serves Kartas, the cluster's definitions.
 type definitions struct {
@@ -64,20 +67,51 @@ func (e *Env) loadDefinitions(ctx context.Context, c *Cluster) (*definitions, er
 	if c == nil {
 		return d, nil
 	}
-	m, err := c.Mapper.RESTMapping(kartaGK)
+	kartas, err := e.listClusterKartas(ctx, c, kartaGK)
+	if err != nil {
+		return nil, err
+	}
+	legacy, err := e.listClusterKartas(ctx, c, legacyGK)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range kartas {
+		d.cluster[k.Name] = k
+	}
+	for _, k := range legacy {
+		if _, dup := d.cluster[k.Name]; dup {
+			e.warnf("cluster definition %s is both a %s and a %s; the %s is used", k.Name, kartav1alpha1.Kind, kartav1alpha1.LegacyKind, kartav1alpha1.Kind)
+			continue
+		}
+		e.warnf("cluster %s", definition.LegacyNotice(k.Name))
+		d.cluster[k.Name] = k
+		kartas = append(kartas, k)
+	}
+	for _, ent := range reg.SetCluster(kartas) {
+		if ent.Err != nil {
+			e.warnf("cluster definition %s is invalid and ignored: %v", ent.Name, ent.Err)
+		}
+	}
+	return d, nil
+}
+
+// listClusterKartas lists the cluster's definitions of kind gk (Karta, or
+// the deprecated ResourceInterface read as one). Not served is no error.
+func (e *Env) listClusterKartas(ctx context.Context, c *Cluster, gk schema.GroupKind) ([]*kartav1alpha1.Karta, error) {
+	m, err := c.Mapper.RESTMapping(gk)
 	if err != nil {
 		if isUnreachable(err) {
 			return nil, apiError("discover the cluster's definitions", err)
 		}
-		return d, nil // the cluster does not serve Kartas
+		return nil, nil // the cluster does not serve this kind
 	}
 	list, err := c.Dynamic.Resource(m.Resource).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		if isUnreachable(err) {
 			return nil, apiError("list cluster definitions", err)
 		}
-		e.warnf("cannot read cluster definitions (%v); using the embedded catalog only", err)
-		return d, nil
+		e.warnf("cannot read cluster definitions of kind %s (%v); using the embedded catalog only", gk.Kind, err)
+		return nil, nil
 	}
 	var kartas []*kartav1alpha1.Karta
 	for i := range list.Items {
@@ -87,14 +121,8 @@ func (e *Env) loadDefinitions(ctx context.Context, c *Cluster) (*definitions, er
 			continue
 		}
 		kartas = append(kartas, k)
-		d.cluster[k.Name] = k
 	}
-	for _, ent := range reg.SetCluster(kartas) {
-		if ent.Err != nil {
-			e.warnf("cluster definition %s is invalid and ignored: %v", ent.Name, ent.Err)
-		}
-	}
-	return d, nil
+	return kartas, nil
 }
 
 // karta returns the definition behind an entry, also for broken ones.
@@ -114,8 +142,9 @@ func (d *definitions) forGVK(gvk schema.GroupVersionKind) (*catalog.Entry, error
 	if ent, ok := d.reg.LookupGVK(gvk); ok && ent.Compiled != nil {
 		return ent, nil
 	}
-	return nil, noDefinitionErrorf("no definition for %s (group %q): muster knows %s; add one as a Karta (see \"muster definitions\" and \"muster validate\")",
-		gvk.Kind, gvk.Group, strings.Join(d.kindNames(), ", "))
+	return nil, &ExitError{Code: ExitNoDefinition, Err: &noDefinitionError{kind: gvk.Kind, group: gvk.Group,
+		msg: fmt.Sprintf("no definition for %s (group %q): muster knows %s; add one as a Karta (see \"muster definitions\" and \"muster validate\")",
+			gvk.Kind, gvk.Group, strings.Join(d.kindNames(), ", "))}}
 }
 
 // kindNames lists the defined root kinds as kind.group, sorted.

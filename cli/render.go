@@ -3,12 +3,13 @@ package cli
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 )
 
 // renderDescription writes the table view of one workload.
-func renderDescription(w io.Writer, p painter, d *Description, wide bool) error {
+func renderDescription(w io.Writer, p painter, d *Description, wide bool, componentLimit int) error {
 	hdr := &table{}
 	kind := d.Kind
 	if d.APIVersion != "" {
@@ -70,7 +71,7 @@ func renderDescription(w io.Writer, p painter, d *Description, wide bool) error 
 			gangReasons[g.Name] = g.Reason
 		}
 	}
-	renderTree(t, p, d, wide, gangReasons)
+	renderTree(t, p, d, wide, componentLimit, gangReasons)
 	if err := t.write(w); err != nil {
 		return err
 	}
@@ -164,8 +165,9 @@ func podsSummary(d *Description) string {
 	return s
 }
 
-// renderTree adds the components → instances → pods rows.
-func renderTree(t *table, p painter, d *Description, wide bool, gangReasons map[string]string) {
+// renderTree adds the components → instances → pods rows. componentLimit
+// caps the child components shown under each parent (0 shows all).
+func renderTree(t *table, p painter, d *Description, wide bool, componentLimit int, gangReasons map[string]string) {
 	children := map[string][]int{}
 	var roots []int
 	names := map[string]bool{}
@@ -225,7 +227,8 @@ func renderTree(t *table, p painter, d *Description, wide bool, gangReasons map[
 				nodes = append(nodes, node{0, i})
 			}
 		}
-		for _, k := range children[c.Name] {
+		kids, hidden := limitComponents(d, children[c.Name], componentLimit)
+		for _, k := range kids {
 			nodes = append(nodes, node{1, k})
 		}
 		// Pods of a single-instance component hang off the component.
@@ -236,6 +239,9 @@ func renderTree(t *table, p painter, d *Description, wide bool, gangReasons map[
 		}
 		total := len(pods) + len(nodes)
 		if omitted > 0 {
+			total++
+		}
+		if hidden > 0 {
 			total++
 		}
 		n := 0
@@ -289,10 +295,40 @@ func renderTree(t *table, p painter, d *Description, wide bool, gangReasons map[
 				row(cp+"└─ ", s, p.dim(s))
 			}
 		}
+		if hidden > 0 {
+			b, _ := branch()
+			s := fmt.Sprintf("… %d more components (--component-limit 0 shows all)", hidden)
+			row(b, s, p.dim(s))
+		}
 	}
 	for _, r := range roots {
 		walk(r, "", "")
 	}
+}
+
+// limitComponents keeps at most limit of the components kids (0 keeps all):
+// those with an unready pod first, then those missing pods, then the rest,
+// each group in definition order, so what needs a look is never cut. It
+// returns the kept ones in definition order and how many were left out.
+func limitComponents(d *Description, kids []int, limit int) ([]int, int) {
+	if limit <= 0 || len(kids) <= limit {
+		return kids, 0
+	}
+	rank := func(i int) int {
+		c := d.Components[i]
+		switch {
+		case d.Live && c.Pods.Observed > c.Pods.Ready:
+			return 0
+		case d.Live && c.Pods.Observed < c.Pods.Desired:
+			return 1
+		}
+		return 2
+	}
+	order := slices.Clone(kids)
+	slices.SortStableFunc(order, func(a, b int) int { return rank(a) - rank(b) })
+	kept := order[:limit]
+	slices.Sort(kept)
+	return kept, len(kids) - limit
 }
 
 func podRow(t *table, p painter, prefix string, pv PodView, wide bool, gangReasons map[string]string) {

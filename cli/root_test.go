@@ -49,7 +49,15 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"describe", "-f", "x.yaml", "-o", "xml"}, "-o must be one of"},
 		{[]string{"describe", "-f", "x.yaml", "--pod-limit", "-1"}, "--pod-limit"},
 		{[]string{"get", "--color", "sometimes"}, "--color must be"},
-		{[]string{"get", "jobset/x"}, "muster describe jobset/x"},
+		{[]string{"get", "jobset/x", "y"}, "NAME given twice"},
+		{[]string{"get", "jobset/"}, "want TYPE/NAME"},
+		{[]string{"get", "a", "b", "c"}, "got 3 arguments"},
+		{[]string{"get", "jobset", "x", "-l", "a=b"}, "NAME or --selector"},
+		{[]string{"get", "-l", "a in (b"}, "--selector"},
+		{[]string{"get", "--phase", "Sleeping"}, "want one of Resuming, Suspending, Suspended, Running"},
+		{[]string{"get", "--chunk-size", "-1"}, "--chunk-size must be 0"},
+		{[]string{"get", "jobset", "--all-types"}, "not both"},
+		{[]string{"describe", "jobset/x", "--component-limit", "-1"}, "--component-limit must be 0"},
 	} {
 		res := run(t, nil, "", tc.args...)
 		if res.code != ExitUsage || !strings.Contains(res.stderr, tc.want) {

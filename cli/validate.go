@@ -21,6 +21,11 @@ import (
 
 const validateLong = `Check definition files (Karta, run.ai/v1alpha1) without installing them.
 
+Documents in the format's earlier name (optimization.nvidia.com/v1alpha1, kind
+ResourceInterface: the same fields) are read as Karta with a deprecation warning;
+--convert prints every document in the Karta form instead of the report, ready to
+apply.
+
 Every document of FILE is decoded strictly (an unknown field is an error), validated
 (structure, component tree, jq paths: no assignments, no recursion, nothing that
 reaches outside the document) and compiled.
@@ -43,6 +48,9 @@ const validateExample = `  # Validate a definition you are writing
   # ... or against the CRD installed in the current cluster
   muster validate my-definition.yaml --cluster
 
+  # Turn old ResourceInterface definitions into Kartas
+  muster validate old-definitions.yaml --convert > kartas.yaml
+
   # In a script: the exit code says it all
   muster validate defs.yaml -o json > report.json || echo "invalid"`
 
@@ -54,6 +62,9 @@ type ValidateOptions struct {
 	CRDFile  string
 	Cluster  bool
 	Output   string
+	// Convert prints the Karta form of every document instead of the
+	// report.
+	Convert bool
 
 	genericiooptions.IOStreams
 }
@@ -62,7 +73,7 @@ type ValidateOptions struct {
 func NewCmdValidate(env *Env) *cobra.Command {
 	o := &ValidateOptions{env: env, Output: "table", IOStreams: env.Streams}
 	cmd := &cobra.Command{
-		Use:                   "validate FILE [--crd CRD.yaml | --cluster] [-o table|json|yaml]",
+		Use:                   "validate FILE [--crd CRD.yaml | --cluster] [-o table|json|yaml] [--convert]",
 		DisableFlagsInUseLine: true,
 		Short:                 "Validate definition files, optionally against the target CRD's schema",
 		Long:                  validateLong,
@@ -82,6 +93,7 @@ func NewCmdValidate(env *Env) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&o.CRDFile, "crd", "", "Check paths against the schema of this CRD file (multi-document files are searched for the root kind)")
 	cmd.Flags().BoolVar(&o.Cluster, "cluster", false, "Check paths against the schema of the CRD installed in the current cluster")
+	cmd.Flags().BoolVar(&o.Convert, "convert", false, "Print every definition in the Karta form (run.ai/v1alpha1), e.g. to convert deprecated ResourceInterface documents; -o json prints JSON")
 	addOutputFlag(cmd, &o.Output)
 	return cmd
 }
@@ -128,12 +140,20 @@ func (o *ValidateOptions) Run(ctx context.Context) error {
 		}
 	}
 	res := ValidationResult{File: o.Filename, Valid: true}
+	var converted []*kartav1alpha1.Karta
 	for i, doc := range docs {
-		dr := o.validateDoc(ctx, i, doc, crds)
+		dr, k := o.validateDoc(ctx, i, doc, crds)
 		if !dr.Valid {
 			res.Valid = false
 		}
+		if dr.Deprecated != "" {
+			o.env.warnf("%s: %s", o.Filename, dr.Deprecated)
+		}
 		res.Definitions = append(res.Definitions, dr)
+		converted = append(converted, k)
+	}
+	if o.Convert {
+		return o.printConverted(res, converted)
 	}
 	if o.Output == "json" || o.Output == "yaml" {
 		if err := printData(o.Out, o.Output, res); err != nil {
@@ -170,13 +190,51 @@ func (o *ValidateOptions) Run(ctx context.Context) error {
 	return nil
 }
 
-func (o *ValidateOptions) validateDoc(ctx context.Context, i int, doc []byte, crds []*apiextensionsv1.CustomResourceDefinition) DefinitionResult {
+// printConverted prints the Karta form of every document, or nothing
+// and the problems when one is invalid: a half-converted file is worse than
+// none.
+func (o *ValidateOptions) printConverted(res ValidationResult, ks []*kartav1alpha1.Karta) error {
+	if !res.Valid {
+		var probs []string
+		for _, dr := range res.Definitions {
+			for _, pr := range dr.Problems {
+				probs = append(probs, dr.Name+": "+pr)
+			}
+		}
+		return invalidErrorf("%s: not converted, it has invalid definitions: %s", o.Filename, strings.Join(probs, "; "))
+	}
+	for i, k := range ks {
+		if i > 0 && o.Output != "json" {
+			if _, err := fmt.Fprintln(o.Out, "---"); err != nil {
+				return err
+			}
+		}
+		format := "yaml"
+		if o.Output == "json" {
+			format = "json"
+		}
+		if err := printKarta(o.Out, format, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *ValidateOptions) validateDoc(ctx context.Context, i int, doc []byte, crds []*apiextensionsv1.CustomResourceDefinition) (DefinitionResult, *kartav1alpha1.Karta) {
+	dr, k := o.checkDoc(ctx, i, doc, crds)
+	if k != nil && definition.IsLegacy(k) {
+		dr.Deprecated = definition.LegacyNotice(dr.Name)
+	}
+	return dr, k
+}
+
+func (o *ValidateOptions) checkDoc(ctx context.Context, i int, doc []byte, crds []*apiextensionsv1.CustomResourceDefinition) (DefinitionResult, *kartav1alpha1.Karta) {
 	dr := DefinitionResult{Name: fmt.Sprintf("document %d", i+1), Valid: true}
 	k, err := definition.Decode(doc)
 	if err != nil {
 		dr.Valid = false
 		dr.Problems = append(dr.Problems, oneLine(err.Error()))
-		return dr
+		return dr, nil
 	}
 	if k.Name != "" {
 		dr.Name = k.Name
@@ -186,11 +244,11 @@ func (o *ValidateOptions) validateDoc(ctx context.Context, i int, doc []byte, cr
 		dr.Problems = append(dr.Problems, validationProblems(err)...)
 	}
 	if o.CRDFile == "" && !o.Cluster {
-		return dr
+		return dr, k
 	}
 	root := k.Spec.StructureDefinition.RootComponent.Kind
 	if root == nil {
-		return dr
+		return dr, k
 	}
 	gvk := schema.GroupVersionKind{Group: root.Group, Version: root.Version, Kind: root.Kind}
 	var crd *apiextensionsv1.CustomResourceDefinition
@@ -199,7 +257,7 @@ func (o *ValidateOptions) validateDoc(ctx context.Context, i int, doc []byte, cr
 		if err != nil {
 			dr.Valid = false
 			dr.Problems = append(dr.Problems, err.Error())
-			return dr
+			return dr, k
 		}
 	} else {
 		for _, c := range crds {
@@ -210,7 +268,7 @@ func (o *ValidateOptions) validateDoc(ctx context.Context, i int, doc []byte, cr
 		if crd == nil {
 			dr.Valid = false
 			dr.Problems = append(dr.Problems, fmt.Sprintf("%s has no CRD for %s in group %q", o.CRDFile, gvk.Kind, gvk.Group))
-			return dr
+			return dr, k
 		}
 	}
 	var s *apiextensionsv1.JSONSchemaProps
@@ -224,7 +282,7 @@ func (o *ValidateOptions) validateDoc(ctx context.Context, i int, doc []byte, cr
 	if s == nil {
 		dr.Valid = false
 		dr.Problems = append(dr.Problems, fmt.Sprintf("spec.structureDefinition.rootComponent.kind.version: CRD %s has no schema for version %q (versions: %s)", crd.Name, gvk.Version, strings.Join(versions, ", ")))
-		return dr
+		return dr, k
 	}
 	dr.SchemaChecked = true
 	for _, p := range rootObjectPaths(k) {
@@ -237,7 +295,7 @@ func (o *ValidateOptions) validateDoc(ctx context.Context, i int, doc []byte, cr
 			dr.Problems = append(dr.Problems, fmt.Sprintf("%s: %q: %s (schema of %s %s)", p.field, p.expr, pr.Message, gvk.Kind, gvk.Version))
 		}
 	}
-	return dr
+	return dr, k
 }
 
 func (o *ValidateOptions) readCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {

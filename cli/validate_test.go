@@ -2,9 +2,13 @@ package cli
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/muster-io/muster/definition"
 )
 
 func TestValidate(t *testing.T) {
@@ -67,5 +71,68 @@ func TestValidateStdin(t *testing.T) {
 	res := run(t, nil, "apiVersion: run.ai/v1alpha1\nkind: Karta\nmetadata: {name: x}\nspec: {structureDefinition: {rootComponent: {name: r}}}\n", "validate", "-")
 	if res.code != ExitInvalid || !strings.Contains(res.stdout, "x: invalid") {
 		t.Errorf("exit %d, stdout %q: want an invalid definition x (root without kind)", res.code, res.stdout)
+	}
+}
+
+// TestValidateLegacy: a ResourceInterface (the format's earlier name) is
+// valid with a deprecation warning on stderr and in the JSON report, and
+// --convert prints it, and every other document, as a Karta that decodes
+// back to the same definition.
+func TestValidateLegacy(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), "catalog", "job.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	karta := string(data)
+	legacy := strings.Replace(strings.Replace(karta, "apiVersion: run.ai/v1alpha1", "apiVersion: optimization.nvidia.com/v1alpha1", 1),
+		"kind: Karta", "kind: ResourceInterface", 1)
+	if legacy == karta {
+		t.Fatal("catalog/job.yaml does not start with the Karta type")
+	}
+	both := legacy + "\n---\n" + strings.Replace(karta, "name: job\n", "name: job2\n", 1)
+
+	res := run(t, nil, both, "validate", "-")
+	if res.code != ExitOK || !strings.Contains(res.stderr, `warning: -: definition "job" is a optimization.nvidia.com/v1alpha1 ResourceInterface`) ||
+		strings.Contains(res.stderr, "job2") {
+		t.Errorf("validate: exit %d, stderr %q: want valid with one deprecation warning for job", res.code, res.stderr)
+	}
+
+	res = run(t, nil, both, "validate", "-", "-o", "json")
+	var r ValidationResult
+	if err := json.Unmarshal([]byte(res.stdout), &r); err != nil {
+		t.Fatalf("%v: %s", err, res.stdout)
+	}
+	if len(r.Definitions) != 2 || !strings.Contains(r.Definitions[0].Deprecated, "deprecated") || r.Definitions[1].Deprecated != "" {
+		t.Errorf("JSON report %+v: want job deprecated, job2 not", r.Definitions)
+	}
+
+	res = run(t, nil, both, "validate", "-", "--convert")
+	if res.code != ExitOK {
+		t.Fatalf("convert: exit %d, stderr %q", res.code, res.stderr)
+	}
+	if strings.Contains(res.stdout, "ResourceInterface") || strings.Contains(res.stdout, "optimization.nvidia.com") {
+		t.Errorf("converted output still names the old type:\n%s", res.stdout)
+	}
+	ks, err := definition.DecodeAll([]byte(res.stdout))
+	if err != nil {
+		t.Fatalf("converted output does not decode: %v\n%s", err, res.stdout)
+	}
+	want, err := definition.Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ks) != 2 || definition.IsLegacy(ks[0]) || ks[0].Name != "job" || ks[1].Name != "job2" || !reflect.DeepEqual(ks[0].Spec, want.Spec) {
+		t.Errorf("converted %d definitions; want job (same spec as catalog/job.yaml) and job2", len(ks))
+	}
+
+	res = run(t, nil, legacy, "validate", "-", "--convert", "-o", "json")
+	if k, err := definition.Decode([]byte(res.stdout)); err != nil || definition.IsLegacy(k) {
+		t.Errorf("convert -o json: %v, output %q", err, res.stdout)
+	}
+
+	// An invalid document: nothing is printed, the problem is named.
+	res = run(t, nil, strings.Replace(legacy, "replicasPath", "replicaPath", 1), "validate", "-", "--convert")
+	if res.code != ExitInvalid || res.stdout != "" || !strings.Contains(res.stderr, "replicaPath") {
+		t.Errorf("convert invalid: exit %d, stdout %q, stderr %q", res.code, res.stdout, res.stderr)
 	}
 }

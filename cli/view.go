@@ -241,6 +241,9 @@ type DefinitionResult struct {
 	Problems []string `json:"problems,omitempty"`
 	// SchemaChecked says whether paths were checked against a CRD schema.
 	SchemaChecked bool `json:"schemaChecked"`
+	// Deprecated is set when the document is written in a deprecated form
+	// (a ResourceInterface): read as a Karta, with this notice.
+	Deprecated string `json:"deprecated,omitempty"`
 }
 
 // VersionInfo is the JSON of "muster version".

@@ -53,6 +53,56 @@ func DecodeAll(data []byte) ([]*kartav1alpha1.Karta, error) {
 
 var kartaType = reflect.TypeFor[kartav1alpha1.Karta]()
 
+// checkTypeMeta accepts the Karta type and the format's earlier name
+// (ResourceInterface, same fields); each kind goes with its own apiVersion.
+func checkTypeMeta(apiVersion, kind any) field.ErrorList {
+	wantKind := kartav1alpha1.Kind
+	var errs field.ErrorList
+	switch av := apiVersion.(type) {
+	case nil:
+		errs = append(errs, field.Required(field.NewPath("apiVersion"), "must be "+kartav1alpha1.APIVersion))
+	case string:
+		switch av {
+		case kartav1alpha1.APIVersion:
+		case kartav1alpha1.LegacyAPIVersion:
+			wantKind = kartav1alpha1.LegacyKind
+		default:
+			errs = append(errs, field.Invalid(field.NewPath("apiVersion"), av, "must be "+kartav1alpha1.APIVersion+
+				" (or the deprecated "+kartav1alpha1.LegacyAPIVersion+" with kind "+kartav1alpha1.LegacyKind+")"))
+		}
+	}
+	switch kd := kind.(type) {
+	case nil:
+		errs = append(errs, field.Required(field.NewPath("kind"), "must be "+wantKind))
+	case string:
+		if kd != wantKind {
+			detail := "must be " + wantKind
+			if av, _ := apiVersion.(string); av == kartav1alpha1.LegacyAPIVersion {
+				detail += " with apiVersion " + av
+			} else if kd == kartav1alpha1.LegacyKind {
+				detail += " (" + kartav1alpha1.LegacyKind + " goes with the deprecated apiVersion " + kartav1alpha1.LegacyAPIVersion + ")"
+			}
+			errs = append(errs, field.Invalid(field.NewPath("kind"), kd, detail))
+		}
+	}
+	return errs
+}
+
+// IsLegacy reports whether k was written in the format's earlier name,
+// optimization.nvidia.com/v1alpha1 ResourceInterface. Decode keeps the type
+// as written so that callers can say so; everything else reads it as a
+// Karta.
+func IsLegacy(k *kartav1alpha1.Karta) bool {
+	return k != nil && k.APIVersion == kartav1alpha1.LegacyAPIVersion && k.Kind == kartav1alpha1.LegacyKind
+}
+
+// LegacyNotice is the deprecation notice for a definition named name
+// written as a ResourceInterface.
+func LegacyNotice(name string) string {
+	return fmt.Sprintf("definition %q is a %s %s, the deprecated name of the format: it is read as a %s %s (same fields); convert it with \"muster validate --convert FILE\"",
+		name, kartav1alpha1.LegacyAPIVersion, kartav1alpha1.LegacyKind, kartav1alpha1.APIVersion, kartav1alpha1.Kind)
+}
+
 // checkDefinitionSize refuses a definition document over
 // MaxDefinitionBytes before anything parses it.
 func checkDefinitionSize(n int) error {
@@ -78,23 +128,7 @@ func decodeJSON(j []byte) (*kartav1alpha1.Karta, error) {
 	if md, ok := m["metadata"].(map[string]any); ok {
 		name, _ = md["name"].(string)
 	}
-	var errs field.ErrorList
-	switch av := m["apiVersion"].(type) {
-	case nil:
-		errs = append(errs, field.Required(field.NewPath("apiVersion"), "must be "+kartav1alpha1.APIVersion))
-	case string:
-		if av != kartav1alpha1.APIVersion {
-			errs = append(errs, field.Invalid(field.NewPath("apiVersion"), av, "must be "+kartav1alpha1.APIVersion))
-		}
-	}
-	switch kd := m["kind"].(type) {
-	case nil:
-		errs = append(errs, field.Required(field.NewPath("kind"), "must be "+kartav1alpha1.Kind))
-	case string:
-		if kd != kartav1alpha1.Kind {
-			errs = append(errs, field.Invalid(field.NewPath("kind"), kd, "must be "+kartav1alpha1.Kind))
-		}
-	}
+	errs := checkTypeMeta(m["apiVersion"], m["kind"])
 	errs = append(errs, checkShape(raw, kartaType, nil)...)
 	if len(errs) > 0 {
 		return nil, newValidationError(name, errs)

@@ -30,6 +30,10 @@ import (
 // KartaResource is the cluster resource of workload definitions.
 var KartaResource = schema.GroupVersionResource{Group: kartav1alpha1.Group, Version: kartav1alpha1.Version, Resource: "kartas"}
 
+// LegacyResource is the deprecated resource of workload definitions
+// (ResourceInterface, same fields): read as Kartas when its CRD is served.
+var LegacyResource = schema.GroupVersionResource{Group: kartav1alpha1.LegacyGroup, Version: kartav1alpha1.Version, Resource: kartav1alpha1.LegacyResource}
+
 // Karta status condition written for every cluster definition.
 const (
 	ConditionValid = "Valid"
@@ -56,7 +60,10 @@ type kartas struct {
 
 	factory  dynamicinformer.DynamicSharedInformerFactory
 	informer cache.SharedIndexInformer
-	queue    workqueue.TypedRateLimitingInterface[string]
+	// legacy watches ResourceInterfaces when their CRD is served; nil
+	// otherwise.
+	legacy cache.SharedIndexInformer
+	queue  workqueue.TypedRateLimitingInterface[string]
 	// applied is the fingerprint (name, uid, generation of every Karta) of
 	// the set last given to the registry: status writes, ours included, do
 	// not recompile anything or requeue pods.
@@ -80,22 +87,16 @@ func newKartas(client dynamic.Interface, mapper meta.RESTMapper, defs Definition
 // definitions are used.
 func (k *kartas) start(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	if _, err := k.mapper.RESTMapping(schema.GroupKind{Group: kartav1alpha1.Group, Kind: kartav1alpha1.Kind}, kartav1alpha1.Version); err != nil {
-		if r, ok := k.mapper.(meta.ResettableRESTMapper); ok && meta.IsNoMatchError(err) {
-			r.Reset()
-			_, err = k.mapper.RESTMapping(schema.GroupKind{Group: kartav1alpha1.Group, Kind: kartav1alpha1.Kind}, kartav1alpha1.Version)
-		}
-		if err != nil {
-			logger.Info("Karta CRD not installed; using the embedded definitions only", "err", err)
-			k.queue.ShutDown()
-			return nil
-		}
+	served := k.served(ctx, schema.GroupKind{Group: kartav1alpha1.Group, Kind: kartav1alpha1.Kind})
+	legacyServed := k.served(ctx, schema.GroupKind{Group: kartav1alpha1.LegacyGroup, Kind: kartav1alpha1.LegacyKind})
+	if !served && !legacyServed {
+		logger.Info("Karta CRD not installed; using the embedded definitions only")
+		k.queue.ShutDown()
+		return nil
 	}
 	k.factory = dynamicinformer.NewDynamicSharedInformerFactory(k.client, 0)
-	k.informer = k.factory.ForResource(KartaResource).Informer()
-	_ = k.informer.SetTransform(stripManagedFields)
 	enqueue := func(any) { k.queue.Add(kartaKey) }
-	if _, err := k.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	handler := cache.ResourceEventHandlerFuncs{
 		AddFunc: enqueue,
 		// Only spec changes (generation) matter; our own status writes
 		// come back as updates too.
@@ -107,11 +108,28 @@ func (k *kartas) start(ctx context.Context) error {
 			}
 		},
 		DeleteFunc: enqueue,
-	}); err != nil {
-		return fmt.Errorf("watching Kartas: %w", err)
+	}
+	var synced []cache.InformerSynced
+	for _, w := range []struct {
+		on  bool
+		gvr schema.GroupVersionResource
+		inf *cache.SharedIndexInformer
+	}{{served, KartaResource, &k.informer}, {legacyServed, LegacyResource, &k.legacy}} {
+		if !w.on {
+			continue
+		}
+		*w.inf = k.factory.ForResource(w.gvr).Informer()
+		_ = (*w.inf).SetTransform(stripManagedFields)
+		if _, err := (*w.inf).AddEventHandler(handler); err != nil {
+			return fmt.Errorf("watching %s: %w", w.gvr.Resource, err)
+		}
+		synced = append(synced, (*w.inf).HasSynced)
+	}
+	if legacyServed {
+		logger.Info("The deprecated ResourceInterface CRD is served: its objects are read as Kartas", "resource", LegacyResource.String())
 	}
 	k.factory.Start(ctx.Done())
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, k.informer.HasSynced) {
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, synced...) {
 		return fmt.Errorf("podgrouper: Karta cache not synced: %w", context.Cause(ctx))
 	}
 	if err := k.apply(ctx); err != nil {
@@ -120,6 +138,20 @@ func (k *kartas) start(ctx context.Context) error {
 	}
 	go wait.UntilWithContext(ctx, k.worker, time.Second)
 	return nil
+}
+
+// served reports whether the cluster serves gk, asking discovery again
+// once when the mapper's cache does not know it.
+func (k *kartas) served(ctx context.Context, gk schema.GroupKind) bool {
+	_, err := k.mapper.RESTMapping(gk, kartav1alpha1.Version)
+	if r, ok := k.mapper.(meta.ResettableRESTMapper); ok && meta.IsNoMatchError(err) {
+		r.Reset()
+		_, err = k.mapper.RESTMapping(gk, kartav1alpha1.Version)
+	}
+	if err != nil && !meta.IsNoMatchError(err) {
+		klog.FromContext(ctx).Info("Cannot tell whether the cluster serves a definition kind; not watching it", "kind", gk.String(), "err", err)
+	}
+	return err == nil
 }
 
 func (k *kartas) shutdown() {
@@ -152,7 +184,15 @@ func (k *kartas) worker(ctx context.Context) {
 // status and left out; it never affects the others.
 func (k *kartas) apply(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	objs := k.informer.GetStore().List()
+	var objs []any
+	if k.informer != nil {
+		objs = k.informer.GetStore().List()
+	}
+	// A ResourceInterface is listed after the Kartas, so a Karta of the
+	// same name keeps it out.
+	if k.legacy != nil {
+		objs = append(objs, k.legacy.GetStore().List()...)
+	}
 	var decoded []*kartav1alpha1.Karta
 	var prints []string
 	invalid := map[string]error{}
@@ -162,12 +202,19 @@ func (k *kartas) apply(ctx context.Context) error {
 		if !ok {
 			continue
 		}
+		if _, dup := byName[u.GetName()]; dup {
+			logger.Info("A ResourceInterface has the name of a Karta; the Karta is used", "name", u.GetName())
+			continue
+		}
 		byName[u.GetName()] = u
 		prints = append(prints, fmt.Sprintf("%s/%s/%d", u.GetName(), u.GetUID(), u.GetGeneration()))
 		kt, err := decodeKarta(u)
 		if err != nil {
 			invalid[u.GetName()] = err
 			continue
+		}
+		if definition.IsLegacy(kt) {
+			logger.Info("Deprecated definition format: "+definition.LegacyNotice(kt.Name), "resourceinterface", kt.Name)
 		}
 		decoded = append(decoded, kt)
 	}
@@ -199,6 +246,8 @@ func (k *kartas) apply(ctx context.Context) error {
 				cond.Message = truncateMessage(fmt.Sprintf("generation %d (the last valid one) is still in use; ", g) + cond.Message)
 			}
 			logger.Info("Cluster definition is invalid", "karta", name, "err", cond.Message)
+		} else if u.GetKind() == kartav1alpha1.LegacyKind && res.ShadowedBy == "" {
+			cond.Message += "; deprecated: " + definition.LegacyNotice(name)
 		} else if res.ShadowedBy != "" {
 			cond.Reason = ReasonShadowed
 			cond.Message = fmt.Sprintf("the definition is valid but not in use: karta %s defines the same kind %s and wins (of several Kartas for one kind, the first by name is used)", res.ShadowedBy, res.GroupKind)
@@ -279,10 +328,15 @@ func (k *kartas) writeCondition(ctx context.Context, u *unstructured.Unstructure
 	if err := unstructured.SetNestedSlice(c.Object, raw, "status", "conditions"); err != nil {
 		return err
 	}
-	_, err = k.client.Resource(KartaResource).UpdateStatus(ctx, c, metav1.UpdateOptions{FieldManager: FieldManager})
+	gvr := KartaResource
+	if u.GetKind() == kartav1alpha1.LegacyKind {
+		gvr = LegacyResource
+	}
+	_, err = k.client.Resource(gvr).UpdateStatus(ctx, c, metav1.UpdateOptions{FieldManager: FieldManager})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		// Deleted, or changed meanwhile: the informer brings the new
-		// version and apply runs again.
+		// version and apply runs again. (Also a ResourceInterface CRD
+		// without the status subresource: nothing to write to.)
 		return nil
 	}
 	if err != nil {

@@ -15,6 +15,17 @@ const (
 	APIVersion = Group + "/" + Version
 )
 
+// The format's earlier name, from the run-ai/karta releases before the
+// rename: the same fields under another group and kind. muster still reads
+// it, in files and as cluster objects when that CRD is served, and says it
+// is deprecated; "muster validate --convert" writes the Karta form.
+const (
+	LegacyGroup      = "optimization.nvidia.com"
+	LegacyKind       = "ResourceInterface"
+	LegacyResource   = "resourceinterfaces"
+	LegacyAPIVersion = LegacyGroup + "/" + Version
+)
+
 // Karta is one workload definition: where a workload type keeps its roles,
 // pod templates, replica counts and status, and how its pods form gangs.
 //
