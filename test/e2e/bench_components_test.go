@@ -23,7 +23,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 
 	"github.com/muster-io/muster/api"
 	"github.com/muster-io/muster/localcluster"
@@ -150,19 +149,7 @@ func BenchmarkMemory(b *testing.B) {
 		}
 
 		// The shipped profile under a name of its own, no leader election.
-		cfg := benchSchedulerConfig(b, sched)
-		cfg.ClientConnection.Kubeconfig = controlPlane.KubeconfigPath
-		cfg.ClientConnection.QPS = 1000
-		cfg.ClientConnection.Burst = 2000
-		cfg.LeaderElection.LeaderElect = ptrTo(false)
-		data, err := yaml.Marshal(cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		cfgPath := filepath.Join(b.TempDir(), "scheduler.yaml")
-		if err := os.WriteFile(cfgPath, data, 0o600); err != nil {
-			b.Fatal(err)
-		}
+		cfgPath := schedulerBinaryConfig(b, variantMuster, sched, false)
 		pgrAddr := fmt.Sprintf("127.0.0.1:%d", freePort(b))
 		// MUSTER_BENCH_HEAP=1 also saves both processes' heap profiles
 		// (memory-<process>.heap.pprof) once the cluster is full: the
@@ -229,32 +216,7 @@ func BenchmarkMemory(b *testing.B) {
 			}
 		}()
 
-		// JobSet-shaped workloads (a JobSet and one Job of 8 per gang, the
-		// Job managed by someone else so the Job controller stays out),
-		// then the pods, 16 creators at once.
-		jobs := make([]*unstructured.Unstructured, gangs)
-		if err := parallel(gangs, 16, func(g int) error {
-			var err error
-			jobs[g], err = pgrBenchGang(ctx, b, ns, sched, g, perGang)
-			return err
-		}); err != nil {
-			b.Fatal(err)
-		}
-		if err := parallel(gangs*perGang, 16, func(i int) error {
-			g, k := i/perGang, i%perGang
-			p := &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("g%d-workers-0-%d", g, k), Labels: map[string]string{
-					"bench": "1", "gang": fmt.Sprintf("g%d", g),
-					"jobset.sigs.k8s.io/jobset-name": fmt.Sprintf("g%d", g), "jobset.sigs.k8s.io/replicatedjob-name": "workers", "jobset.sigs.k8s.io/job-index": "0",
-				}, OwnerReferences: []metav1.OwnerReference{pgrControllerRef(jobs[g])}},
-				Spec: pgrGPUPodSpec(sched, 1),
-			}
-			// The pool's nodes are tainted to it.
-			sel, tol := localcluster.PoolPlacement(ns)
-			p.Spec.NodeSelector, p.Spec.Tolerations = sel, []corev1.Toleration{tol}
-			_, err := controlPlane.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
-			return err
-		}); err != nil {
+		if err := createJobSetShapedPods(ctx, b, ns, sched, gangs, perGang); err != nil {
 			b.Fatal(err)
 		}
 		// Done when every pod is labelled and the cluster is full: 8 GPUs
@@ -340,22 +302,61 @@ func freePort(tb testing.TB) int {
 }
 
 // saveHeapProfile fetches a heap profile (after a GC, as pprof's gc=1 asks)
-// into path. The scheduler's serving certificate is self-signed.
+// into path.
 func saveHeapProfile(tb testing.TB, url, path string) {
 	tb.Helper()
-	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	resp, err := client.Get(url + "?gc=1")
+	if err := fetchProfile(url+"?gc=1", path); err != nil {
+		tb.Errorf("heap profile: %v", err)
+	}
+}
+
+// insecureClient reads the scheduler's pprof endpoints: its serving
+// certificate is self-signed.
+var insecureClient = &http.Client{Timeout: 5 * time.Minute, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+
+// fetchProfile saves what url serves (a pprof profile) into path.
+func fetchProfile(url, path string) error {
+	r, err := insecureClient.Get(url)
 	if err != nil {
-		tb.Errorf("heap profile %s: %v", url, err)
-		return
+		return err
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		tb.Errorf("heap profile %s: status %d, %v", url, resp.StatusCode, err)
-		return
+	defer r.Body.Close()
+	if r.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, r.Status)
 	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		tb.Error(err)
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", url, err)
 	}
+	return os.WriteFile(path, data, 0o644)
+}
+
+// createJobSetShapedPods creates gangs JobSet-shaped workloads (a JobSet and
+// one Job of perGang per gang, the Job managed by someone else so the Job
+// controller stays out), then their pods, 16 creators at once, on the nodes
+// of pool ns, for scheduler sched.
+func createJobSetShapedPods(ctx context.Context, tb testing.TB, ns, sched string, gangs, perGang int) error {
+	jobs := make([]*unstructured.Unstructured, gangs)
+	if err := parallel(gangs, 16, func(g int) error {
+		var err error
+		jobs[g], err = pgrBenchGang(ctx, tb, ns, sched, g, perGang)
+		return err
+	}); err != nil {
+		return err
+	}
+	sel, tol := localcluster.PoolPlacement(ns)
+	return parallel(gangs*perGang, 16, func(i int) error {
+		g, k := i/perGang, i%perGang
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("g%d-workers-0-%d", g, k), Labels: map[string]string{
+				"bench": "1", "gang": fmt.Sprintf("g%d", g),
+				"jobset.sigs.k8s.io/jobset-name": fmt.Sprintf("g%d", g), "jobset.sigs.k8s.io/replicatedjob-name": "workers", "jobset.sigs.k8s.io/job-index": "0",
+			}, OwnerReferences: []metav1.OwnerReference{pgrControllerRef(jobs[g])}},
+			Spec: pgrGPUPodSpec(sched, 1),
+		}
+		// The pool's nodes are tainted to it.
+		p.Spec.NodeSelector, p.Spec.Tolerations = sel, []corev1.Toleration{tol}
+		_, err := controlPlane.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		return err
+	})
 }

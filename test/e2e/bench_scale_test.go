@@ -515,6 +515,21 @@ func createGangPodsConcurrently(ctx context.Context, s benchSizes, variant, sche
 	})
 }
 
+// prepareBenchRun makes a run's namespace (also its node pool's name), its
+// nodes and, for the gang variants, its gangs' PodGroups. A namespace is
+// returned, for the caller to clean up, even with an error.
+func prepareBenchRun(ctx context.Context, tb testing.TB, s benchSizes, variant, prefix string) (ns string, gangs []string, err error) {
+	ns, err = controlPlane.NewNamespace(ctx, prefix)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := createBenchNodes(ctx, ns, s.Nodes, s.GPUsPerNode); err != nil {
+		return ns, nil, err
+	}
+	gangs = gangNames(s.Gangs, nil)
+	return ns, gangs, createGroups(ctx, tb, variant, ns, gangs, s.GangSize)
+}
+
 // ---- Scenario 1: throughput ----
 
 type throughputRun struct {
@@ -537,16 +552,11 @@ func (r throughputRun) gangsPerSec() float64 { return float64(r.Gangs) / r.Elaps
 // runThroughput runs one variant once on a fresh namespace and node pool.
 func runThroughput(ctx context.Context, tb testing.TB, s benchSizes, variant string, rep int) (throughputRun, error) {
 	res := throughputRun{Variant: variant, Rep: rep, Pods: s.pods(), Gangs: s.Gangs}
-	ns, err := controlPlane.NewNamespace(ctx, "bench-tp-")
+	ns, gangs, err := prepareBenchRun(ctx, tb, s, variant, "bench-tp-")
+	if ns != "" {
+		defer cleanupRunOrFail(tb, ns)
+	}
 	if err != nil {
-		return res, err
-	}
-	defer cleanupRunOrFail(tb, ns)
-	if err := createBenchNodes(ctx, ns, s.Nodes, s.GPUsPerNode); err != nil {
-		return res, err
-	}
-	gangs := gangNames(s.Gangs, nil)
-	if err := createGroups(ctx, tb, variant, ns, gangs, s.GangSize); err != nil {
 		return res, err
 	}
 	sched := "bench-" + variant + "-" + ns
