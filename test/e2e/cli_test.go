@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -365,4 +367,103 @@ func BenchmarkDescribe1000(b *testing.B) {
 	}
 	b.ReportMetric(float64(cold.Microseconds())/1000, "cold-ms")
 	b.ReportMetric(float64(jobs*perJob), "pods")
+}
+
+// TestCLIGetKliFlags: kli's habits against a real API server: TYPE NAME and
+// TYPE/NAME, -l on the workloads, --chunk-size paging through continue
+// tokens, --phase keeping the workloads with any of the phases given, and a
+// type without a definition as an error object in -o json.
+func TestCLIGetKliFlags(t *testing.T) {
+	ctx := context.Background()
+	ns := testNamespace(t, "cli-kli-")
+	mk := func(name, team string, replicas int32) {
+		d := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"team": team}},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: ptrTo(replicas),
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+					// No scheduler serves this name: the pods stay
+					// Pending and the phases stay put.
+					Spec: corev1.PodSpec{SchedulerName: "nobody-" + ns, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+				},
+			},
+		}
+		if _, err := controlPlane.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("web-a", "nlp", 0)
+	mk("web-b", "nlp", 2)
+	mk("web-c", "cv", 0)
+	for _, n := range []string{"web-a", "web-b", "web-c"} {
+		waitFor(t, time.Minute, "Deployment "+n+" observed", objectIs(controlPlane.Client.AppsV1().Deployments(ns), n, func(d *appsv1.Deployment) (bool, string) {
+			return d.Status.ObservedGeneration == d.Generation && d.Status.Replicas == *d.Spec.Replicas, fmt.Sprintf("%+v", d.Status)
+		}))
+	}
+	rows := func(args ...string) map[string][]string {
+		t.Helper()
+		out, errOut, code := muster(t, append([]string{"get", "-n", ns, "-o", "json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("muster get %v: exit %d: %s", args, code, errOut)
+		}
+		var l cli.WorkloadList
+		if err := json.Unmarshal([]byte(out), &l); err != nil {
+			t.Fatal(err)
+		}
+		m := map[string][]string{}
+		for _, r := range l.Items {
+			m[r.Name] = r.Phases
+		}
+		return m
+	}
+	keys := func(m map[string][]string) string {
+		var out []string
+		for k := range m {
+			out = append(out, k)
+		}
+		slices.Sort(out)
+		return strings.Join(out, ",")
+	}
+	all := rows("deployments")
+	if keys(all) != "web-a,web-b,web-c" {
+		t.Fatalf("get deployments: %v", all)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"deployment", "web-b"}, "web-b"},
+		{[]string{"deployment/web-b"}, "web-b"},
+		{[]string{"deployments", "-l", "team=nlp"}, "web-a,web-b"},
+		{[]string{"--all-types", "-l", "team=cv"}, "web-c"},
+		{[]string{"deployments", "--chunk-size", "1"}, "web-a,web-b,web-c"},
+		{[]string{"deployments", "--chunk-size", "0"}, "web-a,web-b,web-c"},
+	} {
+		if got := keys(rows(tc.args...)); got != tc.want {
+			t.Errorf("muster get %v: %s, want %s", tc.args, got, tc.want)
+		}
+	}
+	for _, ph := range []string{all["web-b"][0], all["web-a"][0]} {
+		want := map[string][]string{}
+		for n, phs := range all {
+			if slices.Contains(phs, ph) {
+				want[n] = phs
+			}
+		}
+		if got := keys(rows("deployments", "--phase", ph)); got != keys(want) {
+			t.Errorf("--phase %s: %s, want %s (phases %v)", ph, got, keys(want), all)
+		}
+	}
+	if got := keys(rows("deployments", "--phase", all["web-b"][0], "--phase", all["web-a"][0])); got != "web-a,web-b,web-c" {
+		t.Errorf("--phase of web-b and of web-a: %s, want all three (phases %v)", got, all)
+	}
+
+	out, errOut, code := muster(t, "get", "configmaps", "-n", ns, "-o", "json")
+	var rep cli.NoDefinitionReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != cli.ExitNoDefinition || rep.Error != "NoDefinition" || rep.Kind != "ConfigMap" ||
+		!strings.Contains(errOut, "no definition for ConfigMap") {
+		t.Errorf("get configmaps -o json: exit %d, stdout %q (%v), stderr %q", code, out, err, errOut)
+	}
 }
