@@ -124,7 +124,7 @@ func buildDescription(ctx context.Context, in describeInput) (*Description, erro
 		}
 		for _, inst := range c.Instances {
 			iv := InstanceView{ID: inst.ID, Replicas: inst.Replicas, MinReplicas: inst.MinReplicas, MaxReplicas: inst.MaxReplicas, Items: []PodView{}}
-			cv.Replicas += inst.Pods
+			cv.Replicas += int64(inst.Replicas) // its own total: counts are not multiplied by the parent
 			if c.HasPods {
 				var r podResources
 				if inst.Template != nil {
