@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
@@ -307,5 +309,54 @@ func TestWorkloadMapPodCounts(t *testing.T) {
 		if pods != tc.pods {
 			t.Errorf("%s: %d pods (%v), want %d", tc.file, pods, parts, tc.pods)
 		}
+	}
+}
+
+// TestWorkloadMapLWSGang: the upstream LWS definition's per-group gang is
+// the group's pods (size), not the 32 that Workload Map's grouper computes
+// for replicas 2 and size 4 (the member's 4 times the 8 pods below it).
+func TestWorkloadMapLWSGang(t *testing.T) {
+	dir := workloadMapDir(t)
+	upstream := upstreamDefinitions(t, dir)
+	const file = "recorded/lws/v1.34.0/leaderworkerset-x-k8s-io-leaderworkerset-v1/running.yaml"
+	r := readRecordings(t, dir)[file]
+	if r == nil {
+		t.Fatalf("%s: not in the corpus", file)
+	}
+	c := upstream[r.KartaName]
+	if c == nil {
+		t.Fatalf("no upstream definition %s", r.KartaName)
+	}
+	obj := &unstructured.Unstructured{Object: r.Events[len(r.Events)-1].Object}
+	obj = obj.DeepCopy()
+	for _, f := range []struct {
+		v    int64
+		path []string
+	}{{2, []string{"spec", "replicas"}}, {4, []string{"spec", "leaderWorkerTemplate", "size"}}} {
+		if err := unstructured.SetNestedField(obj.Object, f.v, f.path...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	plans, err := c.GangPlans(ctx, obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plans) != 1 || plans[0].Instances != 2 || plans[0].MinMember != 4 {
+		t.Errorf("plans %+v, want one gang definition of 2 instances of 4 pods", plans)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: obj.GetName() + "-1-2", Namespace: obj.GetNamespace(),
+		Labels: map[string]string{
+			"leaderworkerset.sigs.k8s.io/name":         obj.GetName(),
+			"leaderworkerset.sigs.k8s.io/group-index":  "1",
+			"leaderworkerset.sigs.k8s.io/worker-index": "2",
+		},
+		Annotations: map[string]string{"leaderworkerset.sigs.k8s.io/leader-name": obj.GetName() + "-1"}}}
+	g, err := c.GangForPod(ctx, obj, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g == nil || g.MinMember != 4 || strings.Join(g.Keys, ",") != obj.GetName()+",1" {
+		t.Errorf("gang %+v, want min-member 4 keyed %s,1", g, obj.GetName())
 	}
 }

@@ -77,7 +77,9 @@ type Instance struct {
 type Status struct {
 	Phase      string
 	Conditions []Condition
-	// Statuses matched, in the order of the vocabulary; [Undefined] when none.
+	// Statuses matched, in Workload Map's evaluation order (Resuming,
+	// Suspending, Suspended, Running, Failed, Completed, Initializing,
+	// Degraded), so the first is the primary phase; [Undefined] when none.
 	Statuses []kartav1alpha1.ResourceStatus
 }
 

@@ -46,7 +46,7 @@ func TestStatus(t *testing.T) {
 		{"phase and condition, boolean status", "status: {phase: Running, conds: [{kind: Ready, ok: true}]}", []kartav1alpha1.ResourceStatus{kartav1alpha1.StatusRunning}, "Running"},
 		{"second matcher ORed", "status: {active: 3}", []kartav1alpha1.ResourceStatus{kartav1alpha1.StatusRunning}, ""},
 		{"reason must match", "status: {conds: [{kind: Failed, ok: 'True', why: OOM}]}", []kartav1alpha1.ResourceStatus{kartav1alpha1.StatusUndefined}, ""},
-		{"several statuses in vocabulary order", "spec: {suspend: true}\nstatus: {conds: [{kind: Failed, ok: 'True', why: Crash}, {kind: Ready, ok: 'False'}]}",
+		{"several statuses in evaluation order", "spec: {suspend: true}\nstatus: {conds: [{kind: Failed, ok: 'True', why: Crash}, {kind: Ready, ok: 'False'}]}",
 			[]kartav1alpha1.ResourceStatus{kartav1alpha1.StatusSuspended, kartav1alpha1.StatusFailed, kartav1alpha1.StatusDegraded}, ""},
 		{"transitions come first", "spec: {suspend: true, steps: [resume]}\nstatus: {active: 3}",
 			[]kartav1alpha1.ResourceStatus{kartav1alpha1.StatusResuming, kartav1alpha1.StatusSuspended, kartav1alpha1.StatusRunning}, ""},
