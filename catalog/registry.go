@@ -3,14 +3,18 @@ package catalog
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"github.com/muster-io/muster/definition"
+	"github.com/muster-io/muster/definition/schemacheck"
 )
 
 // Origin says where a definition comes from.
@@ -73,6 +77,11 @@ func (e *Entry) Serving() *Entry {
 //   - A broken cluster definition is reported (List, SetCluster) but never
 //     served: the last generation of the same Karta that compiled stays in
 //     force (LastGood), else the embedded one.
+//   - A definition is written for one version of its kind (DynamoGraphDeployment
+//     v1alpha1 and v1beta1 keep their pods in different fields). An object is
+//     read with the definition of its own version; without one, with another
+//     version's definition only when the schema the cluster serves for the
+//     object's version has every field that definition reads (see Resolve).
 //
 // Registry is safe for concurrent use: readers see one immutable snapshot,
 // and SetCluster swaps in a new one whole, so a lookup never sees half of an
@@ -82,7 +91,15 @@ type Registry struct {
 
 	mu   sync.RWMutex
 	snap *snapshot
+	// schemas gives the served schema of a kind at a version, for the
+	// fallback check; nil when there is no cluster to ask.
+	schemas SchemaFunc
 }
+
+// SchemaFunc returns the OpenAPI v3 schema the cluster serves for gvk, or
+// nil and no error when it has none to give (a built-in kind, a CRD without
+// a schema for that version).
+type SchemaFunc func(gvk schema.GroupVersionKind) (*apiextensionsv1.JSONSchemaProps, error)
 
 // snapshot is never modified after it is published.
 type snapshot struct {
@@ -90,7 +107,19 @@ type snapshot struct {
 	embedded   []*Entry // sorted by name
 	cluster    []*Entry // sorted by name, broken ones included
 	byGK       map[schema.GroupKind]*Entry
-	byName     map[string]*Entry
+	// byGVK is the entry serving each root group/version/kind; byKind the
+	// entries of a group/kind, in fallback order (cluster first, then
+	// embedded, each by name).
+	byGVK  map[schema.GroupVersionKind]*Entry
+	byKind map[schema.GroupKind][]*Entry
+	byName map[string]*Entry
+	// fallbacks memoises Resolve's schema checks for this snapshot.
+	fallbacks sync.Map // schema.GroupVersionKind → fallbackResult
+}
+
+type fallbackResult struct {
+	e   *Entry
+	err error
 }
 
 // NewRegistry compiles every embedded definition with opts. It fails only
@@ -145,35 +174,59 @@ func compileEntry(k *kartav1alpha1.Karta, origin Origin, source string, opts def
 	return e
 }
 
-// buildSnapshot indexes the entries. For one root group/kind a valid cluster
-// entry wins over the embedded one; among several valid cluster entries for
-// the same kind the first by name wins, so the choice does not depend on the
-// order the cluster listed them in.
+// buildSnapshot indexes the entries. For one root group/version/kind a
+// valid cluster entry wins over the embedded one; among several valid
+// cluster entries for the same one the first by name wins, so the choice
+// does not depend on the order the cluster listed them in. byGK (the
+// version-less Lookup) is the first cluster entry of the kind, else the
+// first embedded one, by name.
 func buildSnapshot(gen int64, embedded, cluster []*Entry) *snapshot {
 	s := &snapshot{
 		generation: gen,
 		embedded:   embedded,
 		cluster:    cluster,
 		byGK:       make(map[schema.GroupKind]*Entry, len(embedded)+len(cluster)),
+		byGVK:      make(map[schema.GroupVersionKind]*Entry, len(embedded)+len(cluster)),
+		byKind:     make(map[schema.GroupKind][]*Entry, len(embedded)+len(cluster)),
 		byName:     make(map[string]*Entry, len(embedded)+len(cluster)),
 	}
 	for _, e := range embedded {
-		s.byGK[e.GroupKind] = e
+		gvk := e.GroupKind.WithVersion(e.Version)
+		if _, taken := s.byGVK[gvk]; !taken {
+			s.byGVK[gvk] = e
+		}
+		if _, taken := s.byGK[e.GroupKind]; !taken {
+			s.byGK[e.GroupKind] = e
+		}
 		s.byName[e.Name] = e
 	}
-	winner := map[schema.GroupKind]string{}
+	winner := map[schema.GroupVersionKind]string{}
+	var kindOrder []*Entry
 	for _, e := range cluster { // sorted by name
 		served := e.Serving()
 		if served == nil {
 			continue
 		}
-		if w, taken := winner[served.GroupKind]; taken {
+		gvk := served.GroupKind.WithVersion(served.Version)
+		if w, taken := winner[gvk]; taken {
 			e.ShadowedBy = w
 		} else {
-			s.byGK[served.GroupKind] = served
-			winner[served.GroupKind] = e.Name
+			s.byGVK[gvk] = served
+			winner[gvk] = e.Name
+			kindOrder = append(kindOrder, served)
 		}
 		s.byName[e.Name] = served
+	}
+	clusterGK := map[schema.GroupKind]bool{}
+	for _, e := range kindOrder {
+		if !clusterGK[e.GroupKind] {
+			s.byGK[e.GroupKind] = e
+			clusterGK[e.GroupKind] = true
+		}
+		s.byKind[e.GroupKind] = append(s.byKind[e.GroupKind], e)
+	}
+	for _, e := range embedded {
+		s.byKind[e.GroupKind] = append(s.byKind[e.GroupKind], e)
 	}
 	return s
 }
@@ -190,12 +243,121 @@ func (r *Registry) Lookup(gk schema.GroupKind) (*Entry, bool) {
 	return e, ok
 }
 
-// LookupGVK returns the definition serving gvk's group and kind. A
-// definition is written against one version but its paths hold for every
-// version the CRD serves with the same schema, and the API server converts
-// between them, so the version does not take part in the match.
+// LookupGVK returns the definition serving gvk, as Resolve does; a kind at
+// a version no definition fits is not found.
 func (r *Registry) LookupGVK(gvk schema.GroupVersionKind) (*Entry, bool) {
-	return r.Lookup(gvk.GroupKind())
+	e, err := r.Resolve(gvk)
+	return e, err == nil && e != nil
+}
+
+// ForKind returns the entries serving some version of gk, in the order
+// Resolve falls back through them.
+func (r *Registry) ForKind(gk schema.GroupKind) []*Entry {
+	return slices.Clone(r.current().byKind[gk])
+}
+
+// ErrNoDefinition: no definition has the kind as its root, at any version.
+var ErrNoDefinition = errors.New("no definition")
+
+// VersionError says why no definition serves a kind at a version although
+// definitions exist for other versions of it.
+type VersionError struct {
+	GVK schema.GroupVersionKind
+	// Problems per definition tried: the fields it reads that the served
+	// schema of GVK does not have.
+	Problems map[string][]string
+}
+
+func (e *VersionError) Error() string {
+	names := make([]string, 0, len(e.Problems))
+	for n := range e.Problems {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var parts []string
+	for _, n := range names {
+		ps := e.Problems[n]
+		more := ""
+		if len(ps) > 3 {
+			more = fmt.Sprintf(" and %d more", len(ps)-3)
+			ps = ps[:3]
+		}
+		parts = append(parts, fmt.Sprintf("definition %s reads %s%s", n, strings.Join(ps, "; "), more))
+	}
+	return fmt.Sprintf("no definition for %s at version %s (group %q), and the served schema of %s lacks fields the definitions of its other versions read: %s; add a definition for %s",
+		e.GVK.Kind, e.GVK.Version, e.GVK.Group, e.GVK.Version, strings.Join(parts, "; "), e.GVK.Version)
+}
+
+// SetSchemas gives the registry the served schemas to check a fallback
+// against. Without it (no cluster at hand) a kind at a version without a
+// definition is read with another version's definition unchecked.
+func (r *Registry) SetSchemas(f SchemaFunc) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.schemas = f
+	r.snap = buildSnapshot(r.snap.generation, r.snap.embedded, r.snap.cluster)
+}
+
+// Resolve returns the definition serving gvk: the one written for that
+// version (a cluster one before the embedded one), else the first one of
+// another version (cluster before embedded, each by name) whose every
+// root-object path exists in the schema the cluster serves for gvk. A
+// definition checked against nothing reads fields that may have moved
+// (DynamoGraphDeployment v1beta1 lists .spec.components where v1alpha1 has
+// a .spec.services map), so one that does not fit is an error naming the
+// fields, never a silent wrong answer. Without SetSchemas, or when the
+// cluster has no schema for gvk, the first one is used unchecked. The
+// result of a check is kept until the next SetCluster.
+func (r *Registry) Resolve(gvk schema.GroupVersionKind) (*Entry, error) {
+	r.mu.RLock()
+	s, schemas := r.snap, r.schemas
+	r.mu.RUnlock()
+	if e, ok := s.byGVK[gvk]; ok {
+		return e, nil
+	}
+	cands := s.byKind[gvk.GroupKind()]
+	if len(cands) == 0 {
+		return nil, ErrNoDefinition
+	}
+	if schemas == nil {
+		return cands[0], nil
+	}
+	if v, ok := s.fallbacks.Load(gvk); ok {
+		res := v.(fallbackResult)
+		return res.e, res.err
+	}
+	e, err := fallback(gvk, cands, schemas)
+	s.fallbacks.Store(gvk, fallbackResult{e, err})
+	return e, err
+}
+
+func fallback(gvk schema.GroupVersionKind, cands []*Entry, schemas SchemaFunc) (*Entry, error) {
+	sch, err := schemas(gvk)
+	if err != nil {
+		return nil, fmt.Errorf("read the served schema of %s %s: %w", gvk.Kind, gvk.Version, err)
+	}
+	if sch == nil {
+		return cands[0], nil
+	}
+	verr := &VersionError{GVK: gvk, Problems: map[string][]string{}}
+	for _, c := range cands {
+		var probs []string
+		for _, p := range RootObjectPaths(c.Compiled.Definition()) {
+			found, err := schemacheck.Check(p.Expr, sch)
+			if err != nil {
+				probs = append(probs, fmt.Sprintf("%s: %v", p.Field, err))
+				continue
+			}
+			for _, pr := range found {
+				probs = append(probs, pr.String())
+			}
+		}
+		if len(probs) == 0 {
+			return c, nil
+		}
+		verr.Problems[fmt.Sprintf("%s (%s)", c.Name, c.Version)] = probs
+	}
+	return nil, verr
 }
 
 // Get returns the definition served under name: the valid cluster

@@ -1,10 +1,14 @@
 package catalog
 
 import (
+	"errors"
+	"strings"
 	"sync"
 	"testing"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 
 	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"github.com/muster-io/muster/definition"
@@ -201,5 +205,135 @@ func TestRegistryConcurrent(t *testing.T) {
 	wg.Wait()
 	if got := r.Generation(); got != 51 {
 		t.Errorf("Generation = %d after 50 SetCluster calls, want 51", got)
+	}
+}
+
+// widgetKarta defines acme.example.com/<version> Widget, reading
+// .spec.workers and .spec.template.
+func widgetKarta(t *testing.T, name, version string) *kartav1alpha1.Karta {
+	t.Helper()
+	k, err := definition.Decode([]byte(`apiVersion: run.ai/v1alpha1
+kind: Karta
+metadata: {name: ` + name + `}
+spec:
+  structureDefinition:
+    rootComponent:
+      name: widget
+      kind: {group: acme.example.com, version: ` + version + `, kind: Widget}
+    childComponents:
+    - name: worker
+      ownerRef: widget
+      specDefinition: {podTemplateSpecPath: .spec.template}
+      scaleDefinition: {replicasPath: .spec.workers}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// objectSchema builds an object schema whose spec has the given fields.
+func objectSchema(specFields ...string) *apiextensionsv1.JSONSchemaProps {
+	spec := apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{}}
+	for _, f := range specFields {
+		spec.Properties[f] = apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}
+	}
+	return &apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": spec}}
+}
+
+// TestRegistryVersionFallback: a kind at a version without a definition is
+// read with another version's definition only when the served schema of
+// that version has every field the definition reads; otherwise a
+// VersionError names the fields. The version written in a definition
+// always serves its own version.
+func TestRegistryVersionFallback(t *testing.T) {
+	widget := func(v string) schema.GroupVersionKind {
+		return schema.GroupVersionKind{Group: "acme.example.com", Version: v, Kind: "Widget"}
+	}
+	served := map[string]*apiextensionsv1.JSONSchemaProps{
+		"v1":      objectSchema("workers", "template"),
+		"v2":      objectSchema("workers", "template", "extra"),
+		"v3":      objectSchema("replicas", "template"),
+		"v1beta1": objectSchema("workerz", "template"),
+	}
+	calls := 0
+	schemas := func(gvk schema.GroupVersionKind) (*apiextensionsv1.JSONSchemaProps, error) {
+		calls++
+		if gvk.Version == "broken" {
+			return nil, errors.New("apiserver said no")
+		}
+		return served[gvk.Version], nil // nil for "v9": no schema to check
+	}
+	for _, tc := range []struct {
+		name     string
+		schemas  bool
+		version  string
+		wantName string
+		wantErr  []string
+	}{
+		{"own version", true, "v1", "widget-v1", nil},
+		{"same fields", true, "v2", "widget-v1", nil},
+		{"field moved", true, "v3", "", []string{"no definition for Widget at version v3", "widget-v1 (v1) reads", ".spec.workers", "add a definition for v3"}},
+		{"typo-close field", true, "v1beta1", "", []string{".spec.workers", `did you mean "workerz"`}},
+		{"no schema served", true, "v9", "widget-v1", nil},
+		{"schema unreadable", true, "broken", "", []string{"read the served schema of Widget broken", "apiserver said no"}},
+		{"no cluster: unchecked", false, "v3", "widget-v1", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestRegistry(t)
+			r.SetCluster([]*kartav1alpha1.Karta{widgetKarta(t, "widget-v1", "v1")})
+			if tc.schemas {
+				r.SetSchemas(schemas)
+			}
+			e, err := r.Resolve(widget(tc.version))
+			if len(tc.wantErr) > 0 {
+				if err == nil {
+					t.Fatalf("Resolve = %s, want an error", e.Name)
+				}
+				for _, w := range tc.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q lacks %q", err, w)
+					}
+				}
+				if _, ok := r.LookupGVK(widget(tc.version)); ok {
+					t.Error("LookupGVK found what Resolve refused")
+				}
+				return
+			}
+			if err != nil || e == nil || e.Name != tc.wantName {
+				t.Fatalf("Resolve = %v, %v; want %s", e, err, tc.wantName)
+			}
+		})
+	}
+
+	// A check is done once per snapshot; a new cluster set checks again.
+	r := newTestRegistry(t)
+	r.SetCluster([]*kartav1alpha1.Karta{widgetKarta(t, "widget-v1", "v1")})
+	r.SetSchemas(schemas)
+	calls = 0
+	for range 3 {
+		if _, err := r.Resolve(widget("v3")); err == nil {
+			t.Fatal("v3 resolved")
+		}
+	}
+	if calls != 1 {
+		t.Errorf("schema read %d times for three lookups, want 1", calls)
+	}
+	// A definition written for v3 serves v3 from then on.
+	r.SetCluster([]*kartav1alpha1.Karta{widgetKarta(t, "widget-v1", "v1"), widgetKarta(t, "widget-v3", "v3")})
+	if e, err := r.Resolve(widget("v3")); err != nil || e.Name != "widget-v3" {
+		t.Errorf("after adding widget-v3: %v, %v", e, err)
+	}
+	if e, err := r.Resolve(widget("v1")); err != nil || e.Name != "widget-v1" {
+		t.Errorf("v1 after adding widget-v3: %v, %v", e, err)
+	}
+	// Two versions are two kinds for shadowing: neither shadows the other.
+	for _, e := range r.List() {
+		if e.ShadowedBy != "" {
+			t.Errorf("%s is shadowed by %s", e.Name, e.ShadowedBy)
+		}
+	}
+	if _, err := r.Resolve(schema.GroupVersionKind{Group: "acme.example.com", Version: "v1", Kind: "Gadget"}); !errors.Is(err, ErrNoDefinition) {
+		t.Errorf("unknown kind: %v, want ErrNoDefinition", err)
 	}
 }

@@ -212,7 +212,7 @@ func definitionRows(defs *definitions, entries []catalog.Entry) []DefinitionRow 
 		if e.LastGood != nil {
 			r.LastGoodGeneration = e.LastGood.Generation
 		}
-		if win, ok := defs.reg.Lookup(e.GroupKind); ok && win.Name == e.Name && win.Origin == e.Origin && win.Generation == e.Serving().Generation && e.Serving() != nil {
+		if win, ok := defs.reg.LookupGVK(e.GroupKind.WithVersion(e.Version)); ok && win.Name == e.Name && win.Origin == e.Origin && win.Generation == e.Serving().Generation && e.Serving() != nil {
 			r.Active = true
 		}
 		rows = append(rows, r)

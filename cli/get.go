@@ -222,6 +222,38 @@ func listObjects(ctx context.Context, ri dynamic.ResourceInterface, opts metav1.
 	return out, err
 }
 
+// kindToList is one kind get lists, with the definition that reads it.
+type kindToList struct {
+	ent     *catalog.Entry
+	mapping *meta.RESTMapping
+}
+
+// listableKind picks how to list gk: at the version of a definition the
+// cluster serves (the API server converts every object to it), else at the
+// preferred version with the definition Resolve finds for it. A kind the
+// cluster does not serve, or no definition fits, is left out (with a
+// warning for the latter).
+func (o *GetOptions) listableKind(c *Cluster, defs *definitions, gk schema.GroupKind) (kindToList, bool) {
+	for _, ent := range defs.reg.ForKind(gk) {
+		if ent.Compiled == nil {
+			continue
+		}
+		if m, err := c.Mapper.RESTMapping(gk, ent.Version); err == nil {
+			return kindToList{ent, m}, true
+		}
+	}
+	m, ok := served(c.Mapper, gk)
+	if !ok {
+		return kindToList{}, false
+	}
+	ent, err := defs.forGVK(m.GroupVersionKind)
+	if err != nil {
+		o.env.warnf("%s: %v", m.Resource.Resource, err)
+		return kindToList{}, false
+	}
+	return kindToList{ent, m}, true
+}
+
 // Run lists the workloads.
 func (o *GetOptions) Run(ctx context.Context) error {
 	return reportNoDefinition(o.Out, o.Output, o.TypeArg, o.run(ctx))
@@ -252,10 +284,6 @@ func (o *GetOptions) run(ctx context.Context) error {
 		}
 	}
 
-	type kindToList struct {
-		ent     *catalog.Entry
-		mapping *meta.RESTMapping
-	}
 	var kinds []kindToList
 	if o.TypeArg != "" {
 		rt, err := resolveType(c.Mapper, o.TypeArg)
@@ -277,15 +305,9 @@ func (o *GetOptions) run(ctx context.Context) error {
 				continue
 			}
 			seen[e.GroupKind] = true
-			win, ok := defs.reg.Lookup(e.GroupKind)
-			if !ok || win.Compiled == nil {
-				continue
+			if k, ok := o.listableKind(c, defs, e.GroupKind); ok {
+				kinds = append(kinds, k)
 			}
-			m, ok := served(c.Mapper, e.GroupKind, win.Version, e.Version)
-			if !ok {
-				continue
-			}
-			kinds = append(kinds, kindToList{win, m})
 		}
 	}
 

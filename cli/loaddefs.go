@@ -2,11 +2,14 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -67,6 +70,7 @@ func (e *Env) loadDefinitions(ctx context.Context, c *Cluster) (*definitions, er
 	if c == nil {
 		return d, nil
 	}
+	reg.SetSchemas(clusterSchemas(ctx, c))
 	kartas, err := e.listClusterKartas(ctx, c, kartaGK)
 	if err != nil {
 		return nil, err
@@ -94,6 +98,36 @@ func (e *Env) loadDefinitions(ctx context.Context, c *Cluster) (*definitions, er
 	}
 	return d, nil
 }
+
+// clusterSchemas reads the schema a CRD serves for a version, for the
+// registry's version fallback. A kind without a CRD (built-in) has none.
+func clusterSchemas(ctx context.Context, c *Cluster) catalog.SchemaFunc {
+	return func(gvk schema.GroupVersionKind) (*apiextensionsv1.JSONSchemaProps, error) {
+		m, err := c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return nil, nil // not served at that version: nothing to check against
+		}
+		u, err := c.Dynamic.Resource(crdGVR).Get(ctx, m.Resource.Resource+"."+gvk.Group, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, crd); err != nil {
+			return nil, err
+		}
+		for _, v := range crd.Spec.Versions {
+			if v.Name == gvk.Version && v.Schema != nil {
+				return v.Schema.OpenAPIV3Schema, nil
+			}
+		}
+		return nil, nil
+	}
+}
+
+var crdGVR = apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefinitions")
 
 // listClusterKartas lists the cluster's definitions of kind gk (Karta, or
 // the deprecated ResourceInterface read as one). Not served is no error.
@@ -139,8 +173,16 @@ func (d *definitions) karta(ent *catalog.Entry) *kartav1alpha1.Karta {
 // forGVK finds the definition of a kind, or a no-definition error that
 // lists what is defined.
 func (d *definitions) forGVK(gvk schema.GroupVersionKind) (*catalog.Entry, error) {
-	if ent, ok := d.reg.LookupGVK(gvk); ok && ent.Compiled != nil {
+	ent, err := d.reg.Resolve(gvk)
+	if err == nil && ent.Compiled != nil {
 		return ent, nil
+	}
+	var verr *catalog.VersionError
+	if errors.As(err, &verr) {
+		return nil, &ExitError{Code: ExitNoDefinition, Err: &noDefinitionError{kind: gvk.Kind, group: gvk.Group, msg: verr.Error()}}
+	}
+	if err != nil && !errors.Is(err, catalog.ErrNoDefinition) {
+		return nil, err
 	}
 	return nil, &ExitError{Code: ExitNoDefinition, Err: &noDefinitionError{kind: gvk.Kind, group: gvk.Group,
 		msg: fmt.Sprintf("no definition for %s (group %q): muster knows %s; add one as a Karta (see \"muster definitions\" and \"muster validate\")",

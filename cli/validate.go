@@ -15,6 +15,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
+	"github.com/muster-io/muster/catalog"
 	"github.com/muster-io/muster/definition"
 	"github.com/muster-io/muster/definition/schemacheck"
 )
@@ -285,14 +286,14 @@ func (o *ValidateOptions) checkDoc(ctx context.Context, i int, doc []byte, crds 
 		return dr, k
 	}
 	dr.SchemaChecked = true
-	for _, p := range rootObjectPaths(k) {
-		problems, err := schemacheck.Check(p.expr, s)
+	for _, p := range catalog.RootObjectPaths(k) {
+		problems, err := schemacheck.Check(p.Expr, s)
 		if err != nil {
 			continue // the validator above reported the parse error
 		}
 		for _, pr := range problems {
 			dr.Valid = false
-			dr.Problems = append(dr.Problems, fmt.Sprintf("%s: %q: %s (schema of %s %s)", p.field, p.expr, pr.Message, gvk.Kind, gvk.Version))
+			dr.Problems = append(dr.Problems, fmt.Sprintf("%s: %q: %s (schema of %s %s)", p.Field, p.Expr, pr.Message, gvk.Kind, gvk.Version))
 		}
 	}
 	return dr, k
@@ -334,8 +335,7 @@ func (o *ValidateOptions) clusterCRD(ctx context.Context, gk schema.GroupKind) (
 	if err != nil {
 		return nil, fmt.Errorf("the cluster does not serve %s (group %q)", gk.Kind, gk.Group)
 	}
-	gvr := apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefinitions")
-	u, err := c.Dynamic.Resource(gvr).Get(ctx, m.Resource.Resource+"."+gk.Group, metav1.GetOptions{})
+	u, err := c.Dynamic.Resource(crdGVR).Get(ctx, m.Resource.Resource+"."+gk.Group, metav1.GetOptions{})
 	if err != nil {
 		return nil, apiError("read the CRD of "+gk.Kind, err)
 	}
@@ -372,87 +372,4 @@ func validationSummary(err error) string {
 		return ps[0]
 	}
 	return fmt.Sprintf("%s (and %s more)", ps[0], plural(int64(len(ps)-1), "problem"))
-}
-
-type namedPath struct{ field, expr string }
-
-// rootObjectPaths lists the definition's paths that run on the workload
-// object, with their field paths. Paths that run on pods are left out.
-func rootObjectPaths(k *kartav1alpha1.Karta) []namedPath {
-	var out []namedPath
-	add := func(f string, p *string) {
-		if p != nil && *p != "" {
-			out = append(out, namedPath{f, *p})
-		}
-	}
-	sd := k.Spec.StructureDefinition
-	comps := append([]kartav1alpha1.ComponentDefinition{sd.RootComponent}, sd.ChildComponents...)
-	for i, c := range comps {
-		base := "spec.structureDefinition.rootComponent"
-		if i > 0 {
-			base = fmt.Sprintf("spec.structureDefinition.childComponents[%d]", i-1)
-		}
-		add(base+".instanceIdPath", c.InstanceIDPath)
-		if s := c.SpecDefinition; s != nil {
-			add(base+".specDefinition.podTemplateSpecPath", s.PodTemplateSpecPath)
-			add(base+".specDefinition.podSpecPath", s.PodSpecPath)
-			add(base+".specDefinition.metadataPath", s.MetadataPath)
-			if f := s.FragmentedPodSpecDefinition; f != nil {
-				fb := base + ".specDefinition.fragmentedPodSpecDefinition."
-				add(fb+"schedulerNamePath", f.SchedulerNamePath)
-				add(fb+"labelsPath", f.LabelsPath)
-				add(fb+"annotationsPath", f.AnnotationsPath)
-				add(fb+"resourcesPath", f.ResourcesPath)
-				add(fb+"resourceClaimsPath", f.ResourceClaimsPath)
-				add(fb+"podAffinityPath", f.PodAffinityPath)
-				add(fb+"nodeAffinityPath", f.NodeAffinityPath)
-				add(fb+"containersPath", f.ContainersPath)
-				add(fb+"containerPath", f.ContainerPath)
-				add(fb+"priorityClassNamePath", f.PriorityClassNamePath)
-				add(fb+"imagePath", f.ImagePath)
-			}
-		}
-		if s := c.ScaleDefinition; s != nil {
-			add(base+".scaleDefinition.replicasPath", s.ReplicasPath)
-			add(base+".scaleDefinition.minReplicasPath", s.MinReplicasPath)
-			add(base+".scaleDefinition.maxReplicasPath", s.MaxReplicasPath)
-		}
-		if s := c.StatusDefinition; s != nil {
-			if s.PhaseDefinition != nil {
-				p := s.PhaseDefinition.Path
-				add(base+".statusDefinition.phaseDefinition.path", &p)
-			}
-			if s.ConditionsDefinition != nil {
-				p := s.ConditionsDefinition.Path
-				add(base+".statusDefinition.conditionsDefinition.path", &p)
-			}
-			m := s.StatusMappings
-			for _, st := range []struct {
-				name string
-				ms   []kartav1alpha1.StatusMatcher
-			}{
-				{"initializing", m.Initializing}, {"running", m.Running}, {"completed", m.Completed}, {"failed", m.Failed},
-				{"degraded", m.Degraded}, {"suspended", m.Suspended}, {"suspending", m.Suspending}, {"resuming", m.Resuming},
-			} {
-				name := st.name
-				for j, sm := range st.ms {
-					if sm.ByExpression != nil {
-						p := sm.ByExpression.Expression
-						add(fmt.Sprintf("%s.statusDefinition.statusMappings.%s[%d].byExpression.expression", base, name, j), &p)
-					}
-				}
-			}
-		}
-		if s := c.SuspendDefinition; s != nil {
-			for j, a := range s.SuspendActions {
-				p := a.Path
-				add(fmt.Sprintf("%s.suspendDefinition.suspendActions[%d].path", base, j), &p)
-			}
-			for j, a := range s.ResumeActions {
-				p := a.Path
-				add(fmt.Sprintf("%s.suspendDefinition.resumeActions[%d].path", base, j), &p)
-			}
-		}
-	}
-	return out
 }
