@@ -30,6 +30,7 @@ var Types = []string{
 	"leaderworkerset", "podcliqueset", "dynamographdeployment",
 	"inferenceservice", "llminferenceservice", "knative-service", "nimservice", "milvus",
 	"job", "cronjob", "deployment", "statefulset", "pod",
+	"sandbox", "nimcache",
 }
 
 var fixtureFiles = []string{"object.yaml", "children.yaml", "pods.yaml", "expected.yaml"}
