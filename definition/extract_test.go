@@ -131,6 +131,20 @@ func TestExtract(t *testing.T) {
 		{"fragmented", fragDef, fragObj, map[string][]instSummary{
 			"notebook": {{Replicas: 2, Min: -1, Max: -1, Pods: 2, MinPods: 2, Image: "jupyter:3"}},
 		}},
+		// No fragment and no count: the object does not have the
+		// component (a Milvus role a standalone Milvus leaves out).
+		{"fragmented with nothing there is absent", fragDef, "apiVersion: example.com/v1\nkind: Notebook\nmetadata: {name: nb}\nspec: {}\n", map[string][]instSummary{
+			"notebook": {},
+		}},
+		// A count with no fragment: the template comes from elsewhere (a
+		// TrainJob's runtime), the pods are there.
+		{"fragmented defaults with a count are there", fragDef, "apiVersion: example.com/v1\nkind: Notebook\nmetadata: {name: nb}\nspec: {replicas: 3}\n", map[string][]instSummary{
+			"notebook": {{Replicas: 3, Min: -1, Max: -1, Pods: 3, MinPods: 3}},
+		}},
+		// podSpecPath yields nothing (select): absent as well.
+		{"pod spec path yielding nothing is absent", strings.Replace(podSpecDef, "podSpecPath: .spec.pod,", "podSpecPath: '.spec.pod | select(. != null)',", 1), "apiVersion: example.com/v1\nkind: Split\nmetadata: {name: s}\nspec: {count: 2}\n", map[string][]instSummary{
+			"job": {},
+		}},
 		{"pod spec and metadata, float and string counts", podSpecDef, `
 apiVersion: example.com/v1
 kind: Split
