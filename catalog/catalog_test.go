@@ -30,7 +30,7 @@ var Types = []string{
 	"leaderworkerset", "podcliqueset", "dynamographdeployment",
 	"inferenceservice", "llminferenceservice", "knative-service", "nimservice", "milvus",
 	"job", "cronjob", "deployment", "statefulset", "pod",
-	"sandbox", "nimcache",
+	"sandbox", "nimcache", "dynamographdeployment-v1beta1",
 }
 
 var fixtureFiles = []string{"object.yaml", "children.yaml", "pods.yaml", "expected.yaml"}
