@@ -303,6 +303,7 @@ func (p *Plugin) preemptForPod(ctx context.Context, pod *v1.Pod) (*fwk.PostFilte
 	if err != nil {
 		var wnf *wouldNotFitError
 		if errors.As(err, &wnf) {
+			wnf.who = "the pod"
 			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, api.CapReason(wnf.Error()))
 		}
 		return nil, fwk.AsStatus(err)
@@ -332,7 +333,7 @@ func (p *Plugin) search(ctx context.Context, pr *preemptor, req plan.Request) (*
 			r.Filter = f
 		}
 		return plan.Compute(ctx, r)
-	})
+	}, newShortfall(req.Pending, nodes))
 }
 
 func victimPods(units []*victimUnit) []*v1.Pod {

@@ -10,9 +10,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/types"
+	resourcehelper "k8s.io/component-helpers/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 
 	"github.com/muster-io/muster/api"
@@ -246,28 +248,37 @@ type searchResult struct {
 type wouldNotFitError struct {
 	victims int
 	reason  string
+	// who is "the gang" or "the pod".
+	who string
 }
 
 func (e *wouldNotFitError) Error() string {
 	if e.victims == 0 {
 		return "preemption would not help: no running pod has a lower priority; " + e.reason
 	}
-	return fmt.Sprintf("preemption would not help: the gang would not fit even after evicting all %d lower-priority pods; %s", e.victims, e.reason)
+	who := e.who
+	if who == "" {
+		who = "the gang"
+	}
+	return fmt.Sprintf("preemption would not help: %s would not fit even after evicting all %d lower-priority pods; %s", who, e.victims, e.reason)
 }
 
 // searchVictims finds a set of whole units whose eviction lets the
 // preemptor's quorum fit by the plan, and takes it only then:
 //
-//  1. with every eligible unit removed, plan; no plan → wouldNotFitError;
-//  2. sort the units cheapest first (cheaper) and find by bisection the
-//     shortest cheapest-first prefix that lets the plan fit;
+//  1. sort the units cheapest first (cheaper);
+//  2. find the shortest cheapest-first prefix that lets the plan fit:
+//     start from the shortest prefix that frees enough resources in total
+//     (shortfall), double it until the plan fits, then bisect. If even the
+//     whole list does not fit: wouldNotFitError, nothing is evicted;
 //  3. try to give back each unit of that prefix, most expensive first
 //     (like DefaultPreemption's reprieve), keeping it only if the plan then
 //     no longer fits.
 //
-// The result is minimal (no unit in it can be spared) and, within that,
-// biased to the cheapest units; it costs 1 + log2(units) + |prefix| plans.
-func searchVictims(ctx context.Context, units []*victimUnit, fit fitFunc) (*searchResult, error) {
+// The result is minimal (no unit in it can be spared) and biased to the
+// cheapest units. It costs about 2·log2(prefix) + |prefix| plans, each on
+// the snapshot with only the prefix's nodes copied.
+func searchVictims(ctx context.Context, units []*victimUnit, fit fitFunc, short shortfall) (*searchResult, error) {
 	res := &searchResult{}
 	try := func(set []*victimUnit) (*plan.Plan, error) {
 		res.plans++
@@ -287,19 +298,29 @@ func searchVictims(ctx context.Context, units []*victimUnit, fit fitFunc) (*sear
 			pods[pi.GetPod().UID] = true
 		}
 	}
-	full, err := try(sorted)
-	if err != nil {
-		return nil, notFit(err, len(pods))
+	// Galloping from the resource lower bound: a prefix shorter than
+	// that cannot fit, and trying the whole list first would copy every
+	// node the victims run on.
+	// Prefixes shorter than lo are known not to fit; the one of length hi
+	// fits.
+	lb := short.prefix(sorted)
+	lo, hi := lb, -1
+	var best *plan.Plan
+	for k := max(lb, 1); ; k *= 2 {
+		k = min(k, len(sorted))
+		p, err := try(sorted[:k])
+		if err == nil {
+			hi, best = k, p
+			break
+		}
+		if !isNoPlacement(err) {
+			return nil, err
+		}
+		lo = k + 1
+		if k == len(sorted) {
+			return nil, notFit(err, len(pods))
+		}
 	}
-	if len(sorted) == 0 {
-		// Fits without evicting anything: nothing to do here.
-		res.plan = full
-		return res, nil
-	}
-	// Bisection for the shortest fitting prefix: removing more never
-	// makes room scarcer, so "fits" is monotone in the prefix length.
-	lo, hi := 0, len(sorted)
-	best := full
 	for lo < hi {
 		mid := (lo + hi) / 2
 		p, err := try(sorted[:mid])
@@ -328,6 +349,89 @@ func searchVictims(ctx context.Context, units []*victimUnit, fit fitFunc) (*sear
 	}
 	res.units, res.plan = chosen, best
 	return res, nil
+}
+
+// shortfall is how much of each resource the preemptor lacks on the whole
+// snapshot: its pending members' requests less what is free in total. No
+// victim set freeing less can let it fit, whatever the placement.
+type shortfall map[v1.ResourceName]int64
+
+// newShortfall compares the pending members' requests with the free room
+// of the nodes (what others' plans hold is ignored: the bound stays low).
+func newShortfall(pending []*v1.Pod, nodes []fwk.NodeInfo) shortfall {
+	need := shortfall{}
+	for _, pod := range pending {
+		addResources(need, framework.NewResource(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})), 1)
+	}
+	for _, ni := range nodes {
+		if ni.Node() == nil {
+			continue
+		}
+		alloc, used := ni.GetAllocatable(), ni.GetRequested()
+		for name := range need {
+			need[name] -= max(amountOf(alloc, name)-amountOf(used, name), 0)
+		}
+	}
+	return need
+}
+
+// prefix is the length of the shortest prefix of units that frees at least
+// the shortfall of every resource (len(units) when none does: the search
+// then finds out that nothing fits).
+func (s shortfall) prefix(units []*victimUnit) int {
+	left := shortfall{}
+	for name, v := range s {
+		if v > 0 {
+			left[name] = v
+		}
+	}
+	for i, u := range units {
+		if len(left) == 0 {
+			return i
+		}
+		for _, pi := range u.pods {
+			addResources(left, pi.CalculateResource().Resource, -1)
+		}
+		for name, v := range left {
+			if v <= 0 {
+				delete(left, name)
+			}
+		}
+	}
+	return len(units)
+}
+
+// addResources adds sign times r to m, for the resources m tracks (all of
+// r's when sign is positive).
+func addResources(m shortfall, r fwk.Resource, sign int64) {
+	if r == nil {
+		return
+	}
+	add := func(name v1.ResourceName, v int64) {
+		if _, ok := m[name]; ok || sign > 0 {
+			if v != 0 || ok {
+				m[name] += sign * v
+			}
+		}
+	}
+	add(v1.ResourceCPU, r.GetMilliCPU())
+	add(v1.ResourceMemory, r.GetMemory())
+	for name, v := range r.GetScalarResources() {
+		add(name, v)
+	}
+}
+
+func amountOf(r fwk.Resource, name v1.ResourceName) int64 {
+	if r == nil {
+		return 0
+	}
+	switch name {
+	case v1.ResourceCPU:
+		return r.GetMilliCPU()
+	case v1.ResourceMemory:
+		return r.GetMemory()
+	}
+	return r.GetScalarResources()[name]
 }
 
 func isNoPlacement(err error) bool {

@@ -133,7 +133,7 @@ func runVictimCase(t testing.TB, tc victimCase) (*searchResult, error) {
 		r := req
 		r.Nodes = removeFromNodes(klog.Background(), nodes, removed)
 		return plan.Compute(ctx, r)
-	})
+	}, newShortfall(pending, nodes))
 }
 
 func unitKeys(units []*victimUnit) []string {

@@ -1,0 +1,92 @@
+package gang
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/muster-io/muster/api"
+	"github.com/muster-io/muster/plugins/gang/plan"
+)
+
+// BenchmarkVictimSearch is the per-attempt cost of the whole-gang victim
+// search (units built from the snapshot, bisection, reprieve; resources
+// only, as the planner checks them without the profile's filters) on 1000
+// nodes x 8 GPUs full of low-priority gangs of 8 x 1 GPU. It reports the
+// plans computed per attempt and the pods evicted against the fewest that
+// would do.
+//
+//   - packed: each gang on one node; the preemptor is 16 x 1 GPU: the
+//     minimum is 2 gangs (16 pods).
+//   - spread: gang i has one member on each of nodes i..i+7; the preemptor
+//     is 2 x 8 GPUs and needs two whole nodes: two adjacent nodes host 9
+//     gangs, the minimum (72 pods).
+func BenchmarkVictimSearch(b *testing.B) {
+	const nodes, gpus = 1000, 8
+	names := make([]string, nodes)
+	for i := range names {
+		names[i] = fmt.Sprintf("n%04d", i)
+	}
+	for _, bc := range []struct {
+		name       string
+		spread     bool
+		n          int
+		perPod     int64
+		minVictims int
+	}{
+		{name: "packed", n: 16, perPod: 1, minVictims: 16},
+		{name: "spread", spread: true, n: 2, perPod: 8, minVictims: 72},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var running []vpod
+			for g := range nodes {
+				for m := range 8 {
+					node := names[g]
+					if bc.spread {
+						node = names[(g+m)%nodes]
+					}
+					// Ages differ so the order is not decided by names.
+					running = append(running, vpod{name: fmt.Sprintf("g%04d-%d", g, m), node: node, gang: fmt.Sprintf("g%04d", g), gpus: 1, prio: 1, age: time.Duration(g) * time.Second})
+				}
+			}
+			snapshot := victimNodes(gpus, names, running)
+			pending := preemptorPods(bc.n, bc.perPod)
+			req := plan.Request{Gang: "ns/hi", MinMember: bc.n, Pending: pending}
+			in := victimInput{
+				nodes:     snapshot,
+				priority:  100,
+				own:       func(p *v1.Pod) bool { return p.Labels[api.LabelPodGroup] == "hi" },
+				minMember: func(types.NamespacedName) int { return 8 },
+				gpuNames:  gpuResourceNames,
+			}
+			logger := klog.Background()
+			var res *searchResult
+			b.ResetTimer()
+			for range b.N {
+				units := buildUnits(in)
+				var err error
+				res, err = searchVictims(context.Background(), units, func(ctx context.Context, removed map[types.UID]bool) (*plan.Plan, error) {
+					r := req
+					r.Nodes = removeFromNodes(logger, snapshot, removed)
+					return plan.Compute(ctx, r)
+				}, newShortfall(pending, snapshot))
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			evicted := len(victimPods(res.units))
+			b.ReportMetric(float64(res.plans), "plans/op")
+			b.ReportMetric(float64(evicted), "evicted")
+			b.ReportMetric(float64(bc.minVictims), "min-evicted")
+			if evicted < bc.minVictims {
+				b.Fatalf("evicted %d pods, fewer than the minimum %d: the plan must be wrong", evicted, bc.minVictims)
+			}
+		})
+	}
+}
