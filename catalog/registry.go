@@ -327,7 +327,12 @@ func (r *Registry) Resolve(gvk schema.GroupVersionKind) (*Entry, error) {
 		return res.e, res.err
 	}
 	e, err := fallback(gvk, cands, schemas)
-	s.fallbacks.Store(gvk, fallbackResult{e, err})
+	var verr *VersionError
+	if err == nil || errors.As(err, &verr) {
+		// Only a check's outcome is kept: a failed schema read is
+		// tried again on the next lookup.
+		s.fallbacks.Store(gvk, fallbackResult{e, err})
+	}
 	return e, err
 }
 

@@ -323,6 +323,16 @@ func TestRegistryVersionFallback(t *testing.T) {
 	if calls != 1 {
 		t.Errorf("schema read %d times for three lookups, want 1", calls)
 	}
+	// A failed schema read is not kept: the next lookup reads again.
+	calls = 0
+	for range 2 {
+		if _, err := r.Resolve(widget("broken")); err == nil {
+			t.Fatal("unreadable schema resolved")
+		}
+	}
+	if calls != 2 {
+		t.Errorf("schema read %d times for two lookups after a failed read, want 2", calls)
+	}
 	// A definition written for v3 serves v3 from then on.
 	r.SetCluster([]*kartav1alpha1.Karta{widgetKarta(t, "widget-v1", "v1"), widgetKarta(t, "widget-v3", "v3")})
 	if e, err := r.Resolve(widget("v3")); err != nil || e.Name != "widget-v3" {

@@ -8,8 +8,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,6 +16,7 @@ import (
 	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"github.com/muster-io/muster/catalog"
 	"github.com/muster-io/muster/definition"
+	"github.com/muster-io/muster/internal/crdschema"
 )
 
 // kartaGK is the kind of cluster definitions.
@@ -70,7 +69,7 @@ func (e *Env) loadDefinitions(ctx context.Context, c *Cluster) (*definitions, er
 	if c == nil {
 		return d, nil
 	}
-	reg.SetSchemas(clusterSchemas(ctx, c))
+	reg.SetSchemas(crdschema.Reader(ctx, c.Dynamic, c.Mapper))
 	kartas, err := e.listClusterKartas(ctx, c, kartaGK)
 	if err != nil {
 		return nil, err
@@ -98,36 +97,6 @@ func (e *Env) loadDefinitions(ctx context.Context, c *Cluster) (*definitions, er
 	}
 	return d, nil
 }
-
-// clusterSchemas reads the schema a CRD serves for a version, for the
-// registry's version fallback. A kind without a CRD (built-in) has none.
-func clusterSchemas(ctx context.Context, c *Cluster) catalog.SchemaFunc {
-	return func(gvk schema.GroupVersionKind) (*apiextensionsv1.JSONSchemaProps, error) {
-		m, err := c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			return nil, nil // not served at that version: nothing to check against
-		}
-		u, err := c.Dynamic.Resource(crdGVR).Get(ctx, m.Resource.Resource+"."+gvk.Group, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, crd); err != nil {
-			return nil, err
-		}
-		for _, v := range crd.Spec.Versions {
-			if v.Name == gvk.Version && v.Schema != nil {
-				return v.Schema.OpenAPIV3Schema, nil
-			}
-		}
-		return nil, nil
-	}
-}
-
-var crdGVR = apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefinitions")
 
 // listClusterKartas lists the cluster's definitions of kind gk (Karta, or
 // the deprecated ResourceInterface read as one). Not served is no error.
@@ -268,6 +237,9 @@ type pendingDefinitions struct {
 	served   bool                   // the cluster serves Kartas
 	warnings []string               // to print, in order, when waited for
 	err      error
+
+	// schemas reads served schemas for the version fallback; nil offline.
+	schemas catalog.SchemaFunc
 }
 
 // startDefinitions begins loading what loadDefinitions loads, without
@@ -276,6 +248,9 @@ type pendingDefinitions struct {
 // times one definition, and a describe needs one.
 func (e *Env) startDefinitions(ctx context.Context, c *Cluster) *pendingDefinitions {
 	p := &pendingDefinitions{env: e, done: make(chan struct{})}
+	if c != nil {
+		p.schemas = crdschema.Reader(ctx, c.Dynamic, c.Mapper)
+	}
 	embDone := make(chan struct{})
 	go func() {
 		defer close(embDone)
@@ -289,35 +264,48 @@ func (e *Env) startDefinitions(ctx context.Context, c *Cluster) *pendingDefiniti
 	return p
 }
 
-// listCluster reads the cluster's Kartas as loadDefinitions does.
+// listCluster reads the cluster's Kartas, and the deprecated
+// ResourceInterfaces read as Kartas, as loadDefinitions does.
 func (p *pendingDefinitions) listCluster(ctx context.Context, c *Cluster) {
 	if c == nil {
 		return
 	}
-	m, err := c.Mapper.RESTMapping(kartaGK)
-	if err != nil {
-		if isUnreachable(err) {
-			p.err = apiError("discover the cluster's definitions", err)
+	names := map[string]bool{}
+	for _, gk := range []schema.GroupKind{kartaGK, legacyGK} {
+		m, err := c.Mapper.RESTMapping(gk)
+		if err != nil {
+			if isUnreachable(err) {
+				p.err = apiError("discover the cluster's definitions", err)
+				return
+			}
+			continue // the cluster does not serve this kind
 		}
-		return // the cluster does not serve Kartas
-	}
-	list, err := c.Dynamic.Resource(m.Resource).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		if isUnreachable(err) {
-			p.err = apiError("list cluster definitions", err)
-			return
-		}
-		p.warnings = append(p.warnings, fmt.Sprintf("cannot read cluster definitions (%v); using the embedded catalog only", err))
-		return
-	}
-	p.served = true
-	for i := range list.Items {
-		k := &kartav1alpha1.Karta{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, k); err != nil {
-			p.warnings = append(p.warnings, fmt.Sprintf("cluster definition %s cannot be read: %v", list.Items[i].GetName(), err))
+		list, err := c.Dynamic.Resource(m.Resource).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			if isUnreachable(err) {
+				p.err = apiError("list cluster definitions", err)
+				return
+			}
+			p.warnings = append(p.warnings, fmt.Sprintf("cannot read cluster definitions of kind %s (%v); using the embedded catalog only", gk.Kind, err))
 			continue
 		}
-		p.cluster = append(p.cluster, k)
+		p.served = true
+		for i := range list.Items {
+			k := &kartav1alpha1.Karta{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, k); err != nil {
+				p.warnings = append(p.warnings, fmt.Sprintf("cluster definition %s cannot be read: %v", list.Items[i].GetName(), err))
+				continue
+			}
+			if gk == legacyGK {
+				if names[k.Name] {
+					p.warnings = append(p.warnings, fmt.Sprintf("cluster definition %s is both a %s and a %s; the %s is used", k.Name, kartav1alpha1.Kind, kartav1alpha1.LegacyKind, kartav1alpha1.Kind))
+					continue
+				}
+				p.warnings = append(p.warnings, "cluster "+definition.LegacyNotice(k.Name))
+			}
+			names[k.Name] = true
+			p.cluster = append(p.cluster, k)
+		}
 	}
 }
 
@@ -332,6 +320,7 @@ type kindDefinitions struct {
 	cluster  []*kartav1alpha1.Karta
 	clusterE []catalog.Entry
 	served   bool
+	schemas  catalog.SchemaFunc
 }
 
 // wait returns the loaded definitions and prints the warnings
@@ -347,7 +336,7 @@ func (p *pendingDefinitions) wait() (*kindDefinitions, error) {
 	for _, w := range p.warnings {
 		p.env.warnf("%s", w)
 	}
-	kd := &kindDefinitions{env: p.env, embedded: p.embedded, cluster: p.cluster, served: p.served}
+	kd := &kindDefinitions{env: p.env, embedded: p.embedded, cluster: p.cluster, served: p.served, schemas: p.schemas}
 	opts := p.env.definitionOptions()
 	for _, k := range p.cluster {
 		ent := catalog.Entry{Name: k.Name, Origin: catalog.OriginCluster, Source: "karta/" + k.Name}
@@ -370,23 +359,23 @@ func (p *pendingDefinitions) wait() (*kindDefinitions, error) {
 	return kd, nil
 }
 
-// forGVK returns the definition in force for gvk's group and kind, with
-// the registry's precedence: the first valid cluster definition by name,
-// else the embedded one. Only that embedded definition is compiled. When
-// there is none, the error is the one definitions.forGVK gives.
+// forGVK returns the definition in force for gvk, with the registry's
+// precedence: a definition of that version (the first valid cluster one by
+// name, else the first embedded one), of which only that one is compiled;
+// else the registry's fallback to another version, and its error when
+// there is none.
 func (kd *kindDefinitions) forGVK(gvk schema.GroupVersionKind) (*catalog.Entry, error) {
 	gk := gvk.GroupKind()
 	for i := range kd.clusterE {
-		if ent := &kd.clusterE[i]; ent.Err == nil && ent.GroupKind == gk {
+		if ent := &kd.clusterE[i]; ent.Err == nil && ent.GroupKind == gk && ent.Version == gvk.Version {
 			return ent, nil
 		}
 	}
-	// The registry indexes the embedded definitions in name order, so the
-	// last one of a kind would win (the catalog has one per kind).
-	for i := len(kd.embedded) - 1; i >= 0; i-- {
-		k := kd.embedded[i]
+	// The registry serves the first embedded definition by name of a
+	// group/version/kind.
+	for _, k := range kd.embedded {
 		root := k.Spec.StructureDefinition.RootComponent.Kind
-		if root == nil || root.Group != gk.Group || root.Kind != gk.Kind {
+		if root == nil || root.Group != gk.Group || root.Kind != gk.Kind || root.Version != gvk.Version {
 			continue
 		}
 		source := catalog.SourcePrefix + k.Name + ".yaml"
@@ -396,6 +385,8 @@ func (kd *kindDefinitions) forGVK(gvk schema.GroupVersionKind) (*catalog.Entry, 
 		}
 		return &catalog.Entry{Name: k.Name, Origin: catalog.OriginEmbedded, Source: source, GroupKind: gk, Version: root.Version, Compiled: c}, nil
 	}
+	// No definition of that version: the registry's fallback rule, which
+	// may read the served schema.
 	full, err := kd.full()
 	if err != nil {
 		return nil, err
@@ -413,6 +404,9 @@ func (kd *kindDefinitions) full() (*definitions, error) {
 	d := &definitions{reg: reg, cluster: map[string]*kartav1alpha1.Karta{}, embedded: map[string]*kartav1alpha1.Karta{}}
 	for _, k := range kd.embedded {
 		d.embedded[k.Name] = k
+	}
+	if kd.schemas != nil {
+		reg.SetSchemas(kd.schemas)
 	}
 	if kd.served {
 		for _, k := range kd.cluster {

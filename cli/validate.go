@@ -18,6 +18,7 @@ import (
 	"github.com/muster-io/muster/catalog"
 	"github.com/muster-io/muster/definition"
 	"github.com/muster-io/muster/definition/schemacheck"
+	"github.com/muster-io/muster/internal/crdschema"
 )
 
 const validateLong = `Check definition files (Karta, run.ai/v1alpha1) without installing them.
@@ -335,7 +336,7 @@ func (o *ValidateOptions) clusterCRD(ctx context.Context, gk schema.GroupKind) (
 	if err != nil {
 		return nil, fmt.Errorf("the cluster does not serve %s (group %q)", gk.Kind, gk.Group)
 	}
-	u, err := c.Dynamic.Resource(crdGVR).Get(ctx, m.Resource.Resource+"."+gk.Group, metav1.GetOptions{})
+	u, err := c.Dynamic.Resource(crdschema.GVR).Get(ctx, m.Resource.Resource+"."+gk.Group, metav1.GetOptions{})
 	if err != nil {
 		return nil, apiError("read the CRD of "+gk.Kind, err)
 	}
