@@ -17,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -398,6 +399,13 @@ func pgrJobSet(t testing.TB, name, sched string, workers int) *unstructured.Unst
 // real Job controller creates the pod.
 func pgrCreateJobSetJob(t testing.TB, js *unstructured.Unstructured, rjob string, i int, sched string) {
 	t.Helper()
+	pgrCreateJobSetJobWith(t, js, rjob, i, sched, nil)
+}
+
+// pgrCreateJobSetJobWith is pgrCreateJobSetJob with the pod spec changed by
+// mutate (nil: unchanged).
+func pgrCreateJobSetJobWith(t testing.TB, js *unstructured.Unstructured, rjob string, i int, sched string, mutate func(*corev1.PodSpec)) {
+	t.Helper()
 	labels := map[string]string{
 		"jobset.sigs.k8s.io/jobset-name":        js.GetName(),
 		"jobset.sigs.k8s.io/replicatedjob-name": rjob,
@@ -405,6 +413,9 @@ func pgrCreateJobSetJob(t testing.TB, js *unstructured.Unstructured, rjob string
 		"jobset.sigs.k8s.io/jobset-uid":         string(js.GetUID()),
 	}
 	spec := pgrGPUPodSpec(sched, 4)
+	if mutate != nil {
+		mutate(&spec)
+	}
 	job := map[string]any{
 		"apiVersion": "batch/v1", "kind": "Job",
 		"metadata": map[string]any{
@@ -477,6 +488,88 @@ func TestPodGrouperJobSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, time.Minute, "PodGroup train collected with its JobSet", objectGone(podGroups(t).SchedulingV1alpha1().PodGroups(ns), "train"))
+}
+
+// priorityClassOfTest creates PriorityClass name with value for t and
+// deletes it when t ends (PriorityClasses are cluster-wide: name them
+// after the test's namespace).
+func priorityClassOfTest(t testing.TB, name string, value int32) {
+	t.Helper()
+	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
+	if _, err := controlPlane.Client.SchedulingV1().PriorityClasses().Create(context.Background(), pc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := controlPlane.Client.SchedulingV1().PriorityClasses().Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Error(err)
+		}
+	})
+}
+
+// pgrPriorityIs is a PodGroup check: the gang priority annotations.
+func pgrPriorityIs(value, class string) func(*schedv1alpha1.PodGroup) bool {
+	return func(pg *schedv1alpha1.PodGroup) bool {
+		v, ok := pg.Annotations[api.AnnotationPriority]
+		return ok && v == value && pg.Annotations[api.AnnotationPriorityClass] == class
+	}
+}
+
+// TestPodGrouperPriority (issue 15, item 4): the PodGroup carries the
+// gang's priority, from real PriorityClasses resolved by the API server's
+// Priority admission into the pods the real Job controller makes. A JobSet
+// whose leader is high and whose workers are low is one gang with the
+// highest priority, and a GangPriorityMixed Warning says so on the JobSet
+// and on a low member; a uniform JobSet gets its class and no warning;
+// when the high member's Job goes, the priority comes down.
+func TestPodGrouperPriority(t *testing.T) {
+	ctx := context.Background()
+	ns, sched := pgrTest(t, "pgr-prio")
+	high, low := ns+"-high", ns+"-low"
+	priorityClassOfTest(t, high, 100000)
+	priorityClassOfTest(t, low, 10)
+	withClass := func(class string) func(*corev1.PodSpec) {
+		return func(s *corev1.PodSpec) { s.PriorityClassName = class }
+	}
+
+	mixed := pgrCreate(t, ns, pgrJobSet(t, "mixed", sched, 2))
+	pgrCreateJobSetJobWith(t, mixed, "leader", 0, sched, withClass(high))
+	pgrCreateJobSetJobWith(t, mixed, "workers", 0, sched, withClass(low))
+	pgrCreateJobSetJobWith(t, mixed, "workers", 1, sched, withClass(low))
+	uniform := pgrCreate(t, ns, pgrJobSet(t, "uniform", sched, 1))
+	pgrCreateJobSetJobWith(t, uniform, "leader", 0, sched, withClass(low))
+	pgrCreateJobSetJobWith(t, uniform, "workers", 0, sched, withClass(low))
+
+	pgrWaitPods(t, ns, "jobset.sigs.k8s.io/jobset-name=mixed", 3, "in PodGroup mixed", pgrInGroup("mixed"))
+	pgrWaitPods(t, ns, "jobset.sigs.k8s.io/jobset-name=uniform", 2, "in PodGroup uniform", pgrInGroup("uniform"))
+	pgrWaitPodGroup(t, ns, "mixed", "priority 100000 ("+high+")", pgrPriorityIs("100000", high))
+	pgrWaitPodGroup(t, ns, "uniform", "priority 10 ("+low+")", pgrPriorityIs("10", low))
+	// Every member is grouped and the PodGroup is written before each
+	// member's label: the value holds once all members are labelled.
+	holdsFor(t, 2*time.Second, "PodGroup mixed keeps the highest priority", objectIs(podGroups(t).SchedulingV1alpha1().PodGroups(ns), "mixed", func(pg *schedv1alpha1.PodGroup) (bool, string) {
+		return pgrPriorityIs("100000", high)(pg), fmt.Sprint(pg.Annotations)
+	}))
+
+	want := []string{"gang mixed", "100000 (" + high + ")", "10 (" + low + ")", "the highest, 100000"}
+	waitEvent(t, ns, "JobSet", "mixed", "GangPriorityMixed", want)
+	waitEvent(t, ns, "Pod", "", "GangPriorityMixed", want)
+	evs, err := controlPlane.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs.Items {
+		if e.Reason != "GangPriorityMixed" {
+			continue
+		}
+		if e.Regarding.Name == "uniform" || strings.HasPrefix(e.Regarding.Name, "uniform-") || strings.HasPrefix(e.Regarding.Name, "mixed-leader-") {
+			t.Errorf("GangPriorityMixed on %s %s, which is uniform or the highest member: %s", e.Regarding.Kind, e.Regarding.Name, e.Note)
+		}
+	}
+
+	// The high member's Job goes (with its pod): the gang is all low now.
+	if err := controlPlane.Client.BatchV1().Jobs(ns).Delete(ctx, "mixed-leader-0", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
+		t.Fatal(err)
+	}
+	pgrWaitPodGroup(t, ns, "mixed", "priority 10 ("+low+") once the high member is gone", pgrPriorityIs("10", low))
 }
 
 // TestPodGrouperLeaderWorkerSet: a stand-in for the LWS operator creates
