@@ -130,6 +130,18 @@ func TestValidateLegacy(t *testing.T) {
 		t.Errorf("convert -o json: %v, output %q", err, res.stdout)
 	}
 
+	// describe --definition reads it too, with the warning.
+	defFile := filepath.Join(t.TempDir(), "legacy-job.yaml")
+	if err := os.WriteFile(defFile, []byte(legacy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	job := "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j, namespace: x}\nspec: {parallelism: 2, template: {spec: {containers: [{name: c, image: i}]}}}\n"
+	res = run(t, nil, job, "describe", "-f", "-", "--definition", defFile, "-o", "json")
+	if res.code != ExitOK || !strings.Contains(res.stderr, "warning: "+defFile+`: definition "job" is a optimization.nvidia.com/v1alpha1 ResourceInterface`) ||
+		!strings.Contains(res.stdout, `"definition": "job"`) {
+		t.Errorf("describe --definition legacy: exit %d, stderr %q, stdout %.200q", res.code, res.stderr, res.stdout)
+	}
+
 	// An invalid document: nothing is printed, the problem is named.
 	res = run(t, nil, strings.Replace(legacy, "replicasPath", "replicaPath", 1), "validate", "-", "--convert")
 	if res.code != ExitInvalid || res.stdout != "" || !strings.Contains(res.stderr, "replicaPath") {
