@@ -92,12 +92,8 @@ func NewCmdGet(env *Env) *cobra.Command {
 		Short:                 "List top-level workloads with status, pods, GPUs and gangs",
 		Long:                  getLong,
 		Example:               getExample,
-		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-			if len(args) > 0 {
-				return nil, cobra.ShellCompDirectiveNoFileComp
-			}
-			return completeTypes(completionContext(cmd), env, toComplete), cobra.ShellCompDirectiveNoFileComp
-		},
+		// TYPE, TYPE NAME and TYPE/NAME complete as describe's do.
+		ValidArgsFunction: completeTypeAndName(env),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(args); err != nil {
 				return err

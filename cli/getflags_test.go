@@ -243,3 +243,19 @@ func TestNoDefinitionStructured(t *testing.T) {
 		t.Errorf("describe -f -: exit %d, stdout %q (%v)", res.code, res.stdout, err)
 	}
 }
+
+// TestGetCompletesNames: get completes NAME after TYPE and after TYPE/, as
+// describe does.
+func TestGetCompletesNames(t *testing.T) {
+	c := fakeCluster(t, []*unstructured.Unstructured{deployment("api", "nlp", 1, 1), deployment("batch", "nlp", 1, 1)})
+	for _, args := range [][]string{{"deployment", "b"}, {"deployment/b"}} {
+		res := run(t, c, "", append([]string{"__complete", "get", "-n", "web"}, args...)...)
+		want := "batch"
+		if strings.Contains(args[0], "/") {
+			want = "deployment/batch"
+		}
+		if res.code != 0 || !strings.Contains(res.stdout, want+"\n") || strings.Contains(res.stdout, "api") {
+			t.Errorf("__complete get %v: exit %d, stdout %q; want %s only", args, res.code, res.stdout, want)
+		}
+	}
+}
