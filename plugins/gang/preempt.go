@@ -204,7 +204,7 @@ func (p *Plugin) preemptForGang(ctx context.Context, pod *v1.Pod, key types.Name
 		p.mu.Unlock()
 		return nil, fwk.AsStatus(err)
 	}
-	res, err := p.search(ctx, pr, req)
+	res, terminating, err := p.search(ctx, pr, req)
 	if err != nil {
 		var wnf *wouldNotFitError
 		if !errors.As(err, &wnf) {
@@ -218,6 +218,12 @@ func (p *Plugin) preemptForGang(ctx context.Context, pod *v1.Pod, key types.Name
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
 	if len(res.units) == 0 {
+		if terminating > 0 {
+			// Room being freed already suffices: wait for it.
+			p.retryLocked(key, g)
+			p.mu.Unlock()
+			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s: fits once %d terminating pods are gone; not preempting more", key, terminating))
+		}
 		// It fits now (the snapshot moved since PreFilter): plan again.
 		p.forgetVerdictLocked(key, g)
 		p.mu.Unlock()
@@ -299,7 +305,7 @@ func (p *Plugin) preemptForPod(ctx context.Context, pod *v1.Pod) (*fwk.PostFilte
 	if p.runner != nil {
 		req.Filter = &profileFilter{p: p, states: map[*plan.Shape]*shapeState{}}
 	}
-	res, err := p.search(ctx, pr, req)
+	res, terminating, err := p.search(ctx, pr, req)
 	if err != nil {
 		var wnf *wouldNotFitError
 		if errors.As(err, &wnf) {
@@ -310,6 +316,9 @@ func (p *Plugin) preemptForPod(ctx context.Context, pod *v1.Pod) (*fwk.PostFilte
 	}
 	node := res.plan.Assignments[pod.UID]
 	if len(res.units) == 0 || node == "" {
+		if terminating > 0 {
+			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("fits once %d terminating pods are gone; not preempting more", terminating))
+		}
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "fits without preemption now")
 	}
 	msg := fmt.Sprintf("preempting %d pods of %s for pod %s/%s on node %s", len(victimPods(res.units)), describeUnits(res.units), pod.Namespace, pod.Name, node)
@@ -319,21 +328,28 @@ func (p *Plugin) preemptForPod(ctx context.Context, pod *v1.Pod) (*fwk.PostFilte
 	return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: node}}, fwk.NewStatus(fwk.Success, api.CapReason(msg))
 }
 
-// search runs the victim search for pr on req's snapshot.
-func (p *Plugin) search(ctx context.Context, pr *preemptor, req plan.Request) (*searchResult, error) {
+// search runs the victim search for pr on req's snapshot. Pods already
+// being deleted (earlier victims, or anything else terminating) count as
+// gone: room they free is not paid for twice with new victims. It returns
+// how many such pods the result relies on.
+func (p *Plugin) search(ctx context.Context, pr *preemptor, req plan.Request) (*searchResult, int, error) {
 	logger := klog.FromContext(ctx)
-	units := buildUnits(p.victimInputFor(pr, req.Nodes))
-	nodes := req.Nodes
-	return searchVictims(ctx, units, func(ctx context.Context, removed map[types.UID]bool) (*plan.Plan, error) {
-		r := req
-		r.Nodes = removeFromNodes(logger, nodes, removed)
-		if f, ok := req.Filter.(*profileFilter); ok && f != nil {
-			// Filter verdicts per shape are cached per node object; the
-			// copies are new objects, so one filter serves every try.
-			r.Filter = f
+	terminating := map[types.UID]bool{}
+	for _, ni := range req.Nodes {
+		for _, pi := range ni.GetPods() {
+			if pi.GetPod().DeletionTimestamp != nil {
+				terminating[pi.GetPod().UID] = true
+			}
 		}
+	}
+	base := removeFromNodes(logger, req.Nodes, terminating)
+	units := buildUnits(p.victimInputFor(pr, req.Nodes))
+	res, err := searchVictims(ctx, units, func(ctx context.Context, removed map[types.UID]bool) (*plan.Plan, error) {
+		r := req
+		r.Nodes = removeFromNodes(logger, base, removed)
 		return plan.Compute(ctx, r)
-	}, newShortfall(req.Pending, nodes))
+	}, newShortfall(req.Pending, base))
+	return res, len(terminating), err
 }
 
 func victimPods(units []*victimUnit) []*v1.Pod {

@@ -1,0 +1,556 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/muster-io/muster/api"
+	"github.com/muster-io/muster/localcluster"
+)
+
+// Whole-gang preemption (issue 15): muster-scheduler evicts lower-priority
+// work only in whole gangs (or an elastic gang's extras), only when the
+// preemptor's quorum then fits, and never for equal priority or
+// preemptionPolicy Never. Every test watches its gangs with
+// preemptionWatcher: a gang is never seen partly bound except while it is
+// bound whole by one barrier release or evicted whole.
+
+const preemptTimeout = 90 * time.Second
+
+// preClass creates a PriorityClass for t (cluster-wide: named after the
+// namespace) and deletes it when t ends.
+func preClass(t testing.TB, name string, value int32, never bool) string {
+	t.Helper()
+	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
+	if never {
+		pc.PreemptionPolicy = ptr.To(corev1.PreemptNever)
+	}
+	if _, err := controlPlane.Client.SchedulingV1().PriorityClasses().Create(context.Background(), pc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := controlPlane.Client.SchedulingV1().PriorityClasses().Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Error(err)
+		}
+	})
+	return name
+}
+
+// preSetGang creates a PodGroup and a ReplicaSet of n pods of gpus GPUs at
+// priority class pc: the ReplicaSet controller recreates what is evicted at
+// once, as a workload controller would.
+func preSetGang(t testing.TB, ns, sched, name string, n int32, gpus int64, pc string) {
+	t.Helper()
+	createPodGroup(t, ns, name, n, nil)
+	pod := makePod(ns, podSpec{name: name, scheduler: sched, pool: ns, gang: name, gpus: gpus})
+	pod.Spec.PriorityClassName = pc
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas: ptr.To(n),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"gang": name}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: pod.Labels}, Spec: pod.Spec},
+		},
+	}
+	if _, err := controlPlane.Client.AppsV1().ReplicaSets(ns).Create(context.Background(), rs, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// prePods creates n pods of gang (PodGroup minMember min) at class pc;
+// gang "" makes gang-free pods.
+func prePods(t testing.TB, ns, sched, gang, prefix string, n int, min int32, gpus int64, pc string) {
+	t.Helper()
+	spec := podSpec{name: prefix, scheduler: sched, pool: ns, gang: gang, gpus: gpus, mutate: func(p *corev1.Pod) {
+		p.Spec.PriorityClassName = pc
+		if gang == "" {
+			p.Annotations = map[string]string{api.AnnotationGrouping: api.GroupingNone}
+			p.Labels["gang"] = prefix
+		}
+	}}
+	if gang != "" {
+		createPodGroup(t, ns, gang, min, nil)
+	}
+	createGangPods(t, ns, n, spec)
+}
+
+// boundUIDs lists the live bound pods' UIDs per gang label, sorted.
+func boundUIDs(t testing.TB, ns string) map[string][]types.UID {
+	t.Helper()
+	m, err := boundPods(context.Background(), ns, "gang")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, uids := range m {
+		slices.Sort(uids)
+	}
+	return m
+}
+
+// victimRecorder keeps the last state of every pod deleted in ns: a
+// preempted pod carries the DisruptionTarget condition when it goes.
+type victimRecorder struct {
+	mu   sync.Mutex
+	gone map[types.UID]*corev1.Pod
+}
+
+func recordDeletions(t testing.TB, ns string) *victimRecorder {
+	t.Helper()
+	r := &victimRecorder{gone: map[types.UID]*corev1.Pod{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	f := informers.NewSharedInformerFactoryWithOptions(controlPlane.Client, 0, informers.WithNamespace(ns))
+	inf := f.Core().V1().Pods().Informer()
+	note := func(obj any) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if p, ok := obj.(*corev1.Pod); ok {
+			r.mu.Lock()
+			r.gone[p.UID] = p
+			r.mu.Unlock()
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		// The last update before the delete carries the condition too.
+		UpdateFunc: func(_, obj any) {
+			if p := obj.(*corev1.Pod); p.DeletionTimestamp != nil {
+				note(p)
+			}
+		},
+		DeleteFunc: note,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	t.Cleanup(func() { cancel(); f.Shutdown() })
+	return r
+}
+
+// disruption returns the DisruptionTarget condition of a deleted pod.
+func (r *victimRecorder) disruption(uid types.UID) (corev1.PodCondition, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.gone[uid]
+	if !ok {
+		return corev1.PodCondition{}, false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget {
+			return c, true
+		}
+	}
+	return corev1.PodCondition{}, false
+}
+
+// preemptionWatcher samples the gangs' bound pods every 100 ms. A gang seen
+// partly bound must be one of:
+//   - binding: its bound members were let go together by one barrier
+//     release of at least minMember (barrierLog), and it is whole within
+//     settleWindow;
+//   - being evicted whole: every bound member was in the set seen whole
+//     before, and none is left bound within settleWindow.
+//
+// A gang whose members go partly (some evicted, the rest kept below the
+// quorum) is a failure, as is one left partly bound at the end.
+type preemptionWatcher struct {
+	ns   string
+	mins map[string]int
+
+	mu        sync.Mutex
+	whole     map[string][]types.UID // last set seen bound whole
+	since     map[string]time.Time   // start of the current partial episode
+	evicting  map[string]bool        // the current episode is an eviction
+	failures  []string
+	samples   int
+	evictions int
+	stop      chan struct{}
+	done      chan struct{}
+	once      sync.Once
+}
+
+// preDump logs every pod and event of ns when t failed: what a person
+// would look at first.
+func preDump(t testing.TB, ns string) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		ctx := context.Background()
+		pods, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Logf("dump: %v", err)
+			return
+		}
+		for _, p := range pods.Items {
+			msg := ""
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodScheduled {
+					msg = c.Message
+				}
+			}
+			t.Logf("dump: pod %s node=%q deleting=%v nnn=%q prio=%v: %s", p.Name, p.Spec.NodeName, p.DeletionTimestamp != nil, p.Status.NominatedNodeName, ptr.Deref(p.Spec.Priority, 0), msg)
+		}
+		evs, err := controlPlane.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Logf("dump: %v", err)
+			return
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.Kind == "PodGroup" {
+				t.Logf("dump: event %s %s/%s: %s", e.EventTime.Format("15:04:05.000"), e.Regarding.Name, e.Reason, e.Note)
+			}
+		}
+	})
+}
+
+func watchPreemption(t testing.TB, ns string, mins map[string]int) *preemptionWatcher {
+	preDump(t, ns)
+	w := &preemptionWatcher{ns: ns, mins: mins, whole: map[string][]types.UID{}, since: map[string]time.Time{},
+		evicting: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-tick.C:
+				w.sample()
+			}
+		}
+	}()
+	t.Cleanup(func() { w.check(t) })
+	return w
+}
+
+func (w *preemptionWatcher) fail(format string, args ...any) {
+	w.failures = append(w.failures, fmt.Sprintf(format, args...))
+}
+
+func (w *preemptionWatcher) sample() {
+	bound, err := boundPods(context.Background(), w.ns, "gang")
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		w.fail("sampling: %v", err)
+		return
+	}
+	w.samples++
+	now := time.Now()
+	for g, min := range w.mins {
+		uids := bound[g]
+		n := len(uids)
+		since, partial := w.since[g]
+		if n == 0 || n >= min {
+			if partial && n == 0 && !w.evicting[g] {
+				w.fail("%s: went from partly bound to none bound without an eviction (whole before: %v)", g, w.whole[g])
+			}
+			if partial && n >= min && w.evicting[g] {
+				w.fail("%s: evicted partly: members went and %d stayed bound", g, n)
+			}
+			if partial && n == 0 && w.evicting[g] {
+				w.evictions++
+			}
+			delete(w.since, g)
+			delete(w.evicting, g)
+			if n >= min {
+				w.whole[g] = slices.Clone(uids)
+			}
+			continue
+		}
+		subset := len(w.whole[g]) > 0
+		for _, u := range uids {
+			subset = subset && slices.Contains(w.whole[g], u)
+		}
+		switch {
+		case subset:
+			// Fewer of the members seen whole: an eviction in progress.
+			w.evicting[g] = true
+		case !barrierLog.releasedTogether(w.ns+"/"+g, uids, min):
+			w.fail("%s: %d of %d bound (%v), not allowed together by one barrier release; whole before: %v", g, n, min, uids, w.whole[g])
+		}
+		if !partial {
+			w.since[g] = now
+		} else if now.Sub(since) > settleWindow {
+			w.fail("%s: %d of %d bound for over %s", g, n, min, settleWindow)
+			delete(w.since, g)
+		}
+	}
+}
+
+// check stops sampling, lets every gang settle (whole or none), and fails t
+// on any break of the rule.
+func (w *preemptionWatcher) check(t testing.TB) {
+	t.Helper()
+	w.once.Do(func() {
+		close(w.stop)
+		<-w.done
+		err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, settleWindow, true, func(ctx context.Context) (bool, error) {
+			w.sample()
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			return len(w.since) == 0, nil
+		})
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if err != nil {
+			w.fail("gangs still partly bound at the end: %v", w.since)
+		}
+		for _, f := range w.failures {
+			t.Errorf("gang bound or evicted partly: %s", f)
+		}
+		t.Logf("%d samples; %d whole-gang evictions seen in progress", w.samples, w.evictions)
+	})
+}
+
+// Low-priority gangs fill the cluster; a high-priority gang takes exactly
+// the cheapest whole gangs (the lowest priority), is bound whole, its
+// victims carry DisruptionTarget and events name it, and the victims come
+// back whole (their ReplicaSets recreate the pods) once the room returns.
+func TestPreemptionWholeGangs(t *testing.T) {
+	ns, sched := gangTest(t, "preempt-1-", 4, 4, nil)
+	low := preClass(t, ns+"-low", 10, false)
+	mid := preClass(t, ns+"-mid", 20, false)
+	high := preClass(t, ns+"-high", 1000, false)
+	gone := recordDeletions(t, ns)
+	mins := map[string]int{"mid-a": 4, "mid-b": 4, "low-a": 4, "low-b": 4, "hi": 8}
+	w := watchPreemption(t, ns, mins)
+	for _, g := range []string{"mid-a", "mid-b"} {
+		preSetGang(t, ns, sched, g, 4, 1, mid)
+	}
+	for _, g := range []string{"low-a", "low-b"} {
+		preSetGang(t, ns, sched, g, 4, 1, low)
+	}
+	for _, g := range []string{"mid-a", "mid-b", "low-a", "low-b"} {
+		waitGangBound(t, ns, g, 4, gangTimeout)
+	}
+	before := boundUIDs(t, ns)
+
+	begin := time.Now()
+	prePods(t, ns, sched, "hi", "hi", 8, 8, 1, high)
+	waitGangBound(t, ns, "hi", 8, preemptTimeout)
+	t.Logf("high-priority gang of 8 bound %s after it was created", time.Since(begin).Round(time.Millisecond))
+
+	after := boundUIDs(t, ns)
+	for _, g := range []string{"mid-a", "mid-b"} {
+		if !slices.Equal(after[g], before[g]) {
+			t.Errorf("%s (priority 20) was touched: bound %v, before %v; the cheapest victims are the priority-10 gangs", g, after[g], before[g])
+		}
+	}
+	for _, g := range []string{"low-a", "low-b"} {
+		for _, uid := range before[g] {
+			if slices.Contains(after[g], uid) {
+				t.Errorf("%s: member %s still bound; the gang should have been evicted whole", g, uid)
+				continue
+			}
+			c, ok := gone.disruption(uid)
+			if !ok || c.Reason != corev1.PodReasonPreemptionByScheduler || !strings.Contains(c.Message, "gang "+ns+"/hi") {
+				t.Errorf("%s: evicted member %s: DisruptionTarget %+v (found %v), want reason %s naming gang %s/hi", g, uid, c, ok, corev1.PodReasonPreemptionByScheduler, ns)
+			}
+		}
+		waitEvent(t, ns, "PodGroup", g, "Preempted", []string{"gang " + ns + "/" + g + " evicted whole", "gang " + ns + "/hi"})
+	}
+	waitEvent(t, ns, "PodGroup", "hi", "Preempting", []string{"gang " + ns + "/low-a", "gang " + ns + "/low-b"})
+
+	// The victims' ReplicaSets recreate their pods; they wait whole while hi runs.
+	waitFor(t, preemptTimeout, "the victims' replacement pods rejected for want of room", func(ctx context.Context) (bool, string, error) {
+		pods, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "gang=low-a"})
+		if err != nil {
+			return false, "", err
+		}
+		pending := 0
+		for _, p := range pods.Items {
+			if p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
+				pending++
+			}
+		}
+		return pending == 4, fmt.Sprintf("%d pending", pending), nil
+	})
+	noneBound(t, ns, "low-a", 2*time.Second)
+
+	// Room returns: the victims come back whole.
+	if err := controlPlane.Client.CoreV1().Pods(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{LabelSelector: "gang=hi"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []string{"low-a", "low-b"} {
+		waitGangBound(t, ns, g, 4, preemptTimeout)
+	}
+	w.check(t)
+}
+
+// Nothing is evicted for a gang that would not fit even on an empty
+// cluster; the reason says so.
+func TestPreemptionWouldNotFit(t *testing.T) {
+	ns, sched := gangTest(t, "preempt-2-", 2, 4, nil)
+	low := preClass(t, ns+"-low", 10, false)
+	high := preClass(t, ns+"-high", 1000, false)
+	w := watchPreemption(t, ns, map[string]int{"a": 4, "b": 4, "big": 3})
+	preSetGang(t, ns, sched, "a", 4, 1, low)
+	preSetGang(t, ns, sched, "b", 4, 1, low)
+	waitGangBound(t, ns, "a", 4, gangTimeout)
+	waitGangBound(t, ns, "b", 4, gangTimeout)
+	before := boundUIDs(t, ns)
+
+	prePods(t, ns, sched, "big", "big", 3, 3, 4, high)
+	c := waitUnschedulable(t, ns, "big-0", "would not fit even after evicting all 8 lower-priority pods", preemptTimeout)
+	t.Logf("PodScheduled=%s/%s: %s", c.Status, c.Reason, c.Message)
+	holdsFor(t, 3*time.Second, "the low-priority gangs untouched", gangsUntouched(ns, before, "a", "b"))
+	noneBound(t, ns, "big", time.Second)
+	w.check(t)
+}
+
+// gangsUntouched holds while each gang has exactly the bound pods it had.
+func gangsUntouched(ns string, before map[string][]types.UID, gangs ...string) localcluster.Condition {
+	return func(ctx context.Context) (bool, string, error) {
+		now, err := boundPods(ctx, ns, "gang")
+		if err != nil {
+			return false, "", err
+		}
+		for _, g := range gangs {
+			got := slices.Clone(now[g])
+			slices.Sort(got)
+			if !slices.Equal(got, before[g]) {
+				return false, fmt.Sprintf("%s bound %v, before %v", g, got, before[g]), nil
+			}
+		}
+		return true, "untouched", nil
+	}
+}
+
+// Equal priority preempts nothing, and neither does preemptionPolicy Never.
+func TestPreemptionNotAllowed(t *testing.T) {
+	ns, sched := gangTest(t, "preempt-3-", 2, 4, nil)
+	low := preClass(t, ns+"-low", 10, false)
+	never := preClass(t, ns+"-never", 1000, true)
+	w := watchPreemption(t, ns, map[string]int{"a": 4, "b": 4, "same": 4, "polite": 4})
+	preSetGang(t, ns, sched, "a", 4, 1, low)
+	preSetGang(t, ns, sched, "b", 4, 1, low)
+	waitGangBound(t, ns, "a", 4, gangTimeout)
+	waitGangBound(t, ns, "b", 4, gangTimeout)
+	before := boundUIDs(t, ns)
+
+	prePods(t, ns, sched, "same", "same", 4, 4, 1, low)
+	c := waitUnschedulable(t, ns, "same-0", "no running pod has a lower priority", preemptTimeout)
+	t.Logf("equal priority: %s", c.Message)
+	prePods(t, ns, sched, "polite", "polite", 4, 4, 1, never)
+	c = waitUnschedulable(t, ns, "polite-0", "preemptionPolicy is Never", preemptTimeout)
+	t.Logf("preemptionPolicy Never: %s", c.Message)
+	holdsFor(t, 3*time.Second, "the running gangs untouched", gangsUntouched(ns, before, "a", "b"))
+	w.check(t)
+}
+
+// A high-priority pod scheduled alone takes a whole gang or waits; it
+// never takes one member.
+func TestPreemptionPlainPodTakesWholeGang(t *testing.T) {
+	ns, sched := gangTest(t, "preempt-4-", 2, 4, nil)
+	low := preClass(t, ns+"-low", 10, false)
+	high := preClass(t, ns+"-high", 1000, false)
+	gone := recordDeletions(t, ns)
+	gangs := []string{"a", "b", "c", "d"}
+	mins := map[string]int{}
+	for _, g := range gangs {
+		mins[g] = 2
+	}
+	w := watchPreemption(t, ns, mins)
+	for _, g := range gangs {
+		preSetGang(t, ns, sched, g, 2, 1, low)
+	}
+	for _, g := range gangs {
+		waitGangBound(t, ns, g, 2, gangTimeout)
+	}
+	before := boundUIDs(t, ns)
+
+	// Too big for any node: it waits and nothing goes.
+	prePods(t, ns, sched, "", "huge", 1, 0, 5, high)
+	c := waitUnschedulable(t, ns, "huge-0", "would not fit even after evicting all 8 lower-priority pods", preemptTimeout)
+	t.Logf("plain pod too big: %s", c.Message)
+	holdsFor(t, 2*time.Second, "the gangs untouched", gangsUntouched(ns, before, gangs...))
+
+	// Two GPUs on one node: one whole gang of 2 (if its members share a
+	// node) or two gangs; never one member of a gang.
+	prePods(t, ns, sched, "", "solo", 1, 0, 2, high)
+	waitGangBound(t, ns, "solo", 1, preemptTimeout)
+	after := boundUIDs(t, ns)
+	evicted := 0
+	for _, g := range gangs {
+		kept := 0
+		for _, uid := range before[g] {
+			if slices.Contains(after[g], uid) {
+				kept++
+			} else if c, ok := gone.disruption(uid); !ok || !strings.Contains(c.Message, "pod "+ns+"/solo-0") {
+				t.Errorf("%s: evicted member %s: DisruptionTarget %+v (found %v), want it naming pod %s/solo-0", g, uid, c, ok, ns)
+			}
+		}
+		switch kept {
+		case 0:
+			evicted++
+		case len(before[g]):
+		default:
+			t.Errorf("gang %s lost %d of its %d members for a plain pod", g, len(before[g])-kept, len(before[g]))
+		}
+	}
+	if evicted == 0 {
+		t.Errorf("no gang evicted, yet the plain pod bound on a full cluster")
+	}
+	t.Logf("plain pod of 2 GPUs bound; %d whole gangs of 2 evicted", evicted)
+	w.check(t)
+}
+
+// Elastic: a gang of up to 5 with a quorum of 2 on room for 3 runs 2+1;
+// a high-priority gang needing the room of one member takes the extra,
+// and the elastic gang keeps its quorum.
+func TestPreemptionElasticExtrasFirst(t *testing.T) {
+	ns, sched := gangTest(t, "preempt-5-", 2, 6, nil)
+	low := preClass(t, ns+"-low", 10, false)
+	high := preClass(t, ns+"-high", 1000, false)
+	w := watchPreemption(t, ns, map[string]int{"fill": 3, "workers": 2, "hi": 2})
+	prePods(t, ns, sched, "fill", "fill", 3, 3, 2, low)
+	waitGangBound(t, ns, "fill", 3, gangTimeout)
+	prePods(t, ns, sched, "workers", "workers", 5, 2, 2, low)
+	waitFor(t, gangTimeout, "workers 2+1 bound", gangsBound(ns, func(bound, _ map[string]int) bool {
+		return bound["workers"] == 3
+	}))
+	holdsFor(t, 2*time.Second, "workers 2+1 bound, the other two wait", gangsBound(ns, func(bound, _ map[string]int) bool {
+		return bound["workers"] == 3
+	}))
+	before := boundUIDs(t, ns)
+
+	prePods(t, ns, sched, "hi", "hi", 2, 2, 1, high)
+	waitGangBound(t, ns, "hi", 2, preemptTimeout)
+	after := boundUIDs(t, ns)
+	if !slices.Equal(after["fill"], before["fill"]) {
+		t.Errorf("fill was touched: %v, before %v; the extra should have gone first", after["fill"], before["fill"])
+	}
+	kept := 0
+	for _, uid := range before["workers"] {
+		if slices.Contains(after["workers"], uid) {
+			kept++
+		}
+	}
+	if kept != 2 || len(after["workers"]) != 2 {
+		t.Errorf("workers kept %d of its 3 bound members (bound now %d), want its quorum of 2 kept and the one extra taken", kept, len(after["workers"]))
+	}
+	waitEvent(t, ns, "PodGroup", "workers", "Preempted", []string{"loses an extra member above its quorum", "gang " + ns + "/hi"})
+	holdsFor(t, 2*time.Second, "workers keeps its quorum", gangsBound(ns, func(bound, _ map[string]int) bool {
+		return bound["workers"] == 2 && bound["hi"] == 2 && bound["fill"] == 3
+	}))
+	w.check(t)
+}
