@@ -130,8 +130,8 @@
 // ⌈MinPods / N⌉, and MinResources the same pods' requests: rounding up
 // never loosens a gang. A leader-worker workload with 2 groups of 1 leader
 // and 3 workers grouped per group has MinMember 4 either way, not 8, and
-// not the 32 (4 × 8) that Workload Map's grouper computes for the first
-// form. GangPlan.Instances is N.
+// not the 32 (4 × 8) that KAI's grouper, which sizes gangs from Workload
+// Map definitions, computes for the first form. GangPlan.Instances is N.
 //
 // Newer form (podGroup): one whole-workload gang over the subGroups'
 // components (every component with pods when subGroups is empty), named
