@@ -15,7 +15,7 @@ import (
 )
 
 // evictLoop finds gangs left partly bound — fewer than minMember members
-// bound, others pending, nothing reserved — for longer than the grace period
+// bound, others pending, no bind in flight — for longer than the grace period
 // and evicts their bound members, so that no gang stays half placed after,
 // say, a scheduler died between binds. A gang that can be completed is
 // completed by the normal cycle well within the grace period (the bound
@@ -53,17 +53,30 @@ func (p *Plugin) evictLoop(ctx context.Context) {
 func (p *Plugin) checkPartial(ctx context.Context, pg *schedv1alpha1.PodGroup, now time.Time, grace time.Duration) {
 	key := types.NamespacedName{Namespace: pg.Namespace, Name: pg.Name}
 	var bound []*v1.Pod
+	boundUIDs := map[types.UID]bool{}
 	pending := 0
 	for _, m := range p.members(key) {
 		if m.Spec.NodeName != "" {
 			bound = append(bound, m)
+			boundUIDs[m.UID] = true
 		} else {
 			pending++
 		}
 	}
 	p.mu.Lock()
 	g := p.gang(key)
-	partial := len(bound) > 0 && len(bound) < minMember(pg) && pending > 0 && len(g.reserved) == 0
+	// A bound member keeps its reservation until it goes (PostBind), so
+	// only the reservation of a member not seen bound yet is a bind in
+	// flight that may still complete the gang. Counting every reservation
+	// left a gang this instance placed, whose member was then taken by
+	// another scheduler, partly bound for good.
+	inFlight := 0
+	for uid := range g.reserved {
+		if !boundUIDs[uid] {
+			inFlight++
+		}
+	}
+	partial := len(bound) > 0 && len(bound) < minMember(pg) && pending > 0 && inFlight == 0
 	if !partial {
 		g.partialSince = time.Time{}
 		p.mu.Unlock()

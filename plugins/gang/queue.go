@@ -241,8 +241,18 @@ func (p *Plugin) isSchedulableAfterCapacityFreed(logger klog.Logger, pod *v1.Pod
 		return fwk.QueueSkip, nil
 	}
 	logger.V(5).Info("an assigned pod went away; the gang may fit now", "pod", klog.KObj(pod))
+	p.capacityChanged()
 	return fwk.Queue, nil
 }
+
+// capacityChanged makes a cached "no placement" verdict stale before the
+// member the hint queues is tried again. The plugin's own informer handlers
+// count the change too (changeSeq), but they run on their own goroutine and
+// may see it after the scheduler has already retried the member: the retry
+// then met the old verdict, went back to the unschedulable pool, and
+// nothing woke it again (a gang left waiting for minutes after its room
+// came back).
+func (p *Plugin) capacityChanged() { p.changeSeq.Add(1) }
 
 // mayNeedCapacity is true for a member that more room could help: one
 // refused for lack of it. A member PreEnqueue holds back waits for its
@@ -279,6 +289,7 @@ func (p *Plugin) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1.Pod, _
 		return fwk.QueueSkip, nil
 	}
 	logger.V(5).Info("node added or changed; the gang may fit now", "pod", klog.KObj(pod))
+	p.capacityChanged()
 	return fwk.Queue, nil
 }
 
