@@ -76,7 +76,7 @@ bench: build
 	@mkdir -p $(BENCH_OUT)
 	set -o pipefail; { $(GO) test -run '^$$' -bench 'GangForPod|EvaluateBombs' -benchmem -count 3 ./definition/ && \
 	  MUSTER_BENCH_OUT=$(BENCH_OUT) MUSTER_BENCH_BIN=$(abspath $(BIN)) $(GO) test -timeout 120m -run '^$$' \
-	    -bench '^(BenchmarkSchedulerThroughput|BenchmarkContention|BenchmarkPodGrouperRates|BenchmarkHostileKarta|BenchmarkMemory)$$' \
+	    -bench '^(BenchmarkSchedulerThroughput|BenchmarkContention|BenchmarkPodGrouperRates|BenchmarkHostileKarta|BenchmarkMemory|BenchmarkPreemption)$$' \
 	    -benchtime 1x -benchmem -ldflags '$(K8S_LDFLAGS)' ./test/e2e/ && \
 	  $(GO) test -run '^$$' -bench 'Describe1000' -benchtime 5x -benchmem -ldflags '$(K8S_LDFLAGS)' ./test/e2e/ ; } 2>&1 | tee $(BENCH_OUT)/bench.txt
 

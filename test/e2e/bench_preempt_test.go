@@ -6,7 +6,7 @@ package e2e
 // (the shipped profile) and native Kubernetes gang scheduling with its
 // pod-group preemption (DefaultPreemption's PodGroupEvaluator, under the
 // GenericWorkload gate the e2e control plane turns on) run side by side in
-// one process. Sizes come from MUSTER_BENCH_PREEMPT_*; TestBenchPreemptSmoke
+// one process. Sizes come from MUSTER_BENCH_PREEMPT_*; TestBenchSmokePreemption
 // runs the same code small.
 
 import (
@@ -513,13 +513,13 @@ func BenchmarkPreemption(b *testing.B) {
 	}
 }
 
-// TestBenchPreemptSmoke runs the preemption scenario small (4 nodes × 8
+// TestBenchSmokePreemption runs the preemption scenario small (4 nodes × 8
 // GPUs full of gangs of 8, 2 high-priority gangs of 16) so its code cannot
 // rot: the cluster fills, the files are written, and native pod-group
 // preemption — the reference muster is compared with — binds the
 // high-priority gangs by evicting at least the minimum, never leaving a
 // low-priority gang partly bound.
-func TestBenchPreemptSmoke(t *testing.T) {
+func TestBenchSmokePreemption(t *testing.T) {
 	s := preemptSizes{Nodes: 4, GPUsPerNode: 8, LowGangSize: 8, HighGangs: 1, HighGangSize: 16, Reps: 1, Timeout: time.Minute, Workers: 4}
 	out := t.TempDir()
 	rep, err := runPreemptScenario(context.Background(), t, s, []string{variantNative}, out)
