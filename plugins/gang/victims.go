@@ -3,6 +3,7 @@ package gang
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -279,6 +280,105 @@ func (e *wouldNotFitError) Error() string {
 // cheapest units. It costs about 2·log2(prefix) + |prefix| plans, each on
 // the snapshot with only the prefix's nodes copied.
 func searchVictims(ctx context.Context, units []*victimUnit, fit fitFunc, short shortfall) (*searchResult, error) {
+	sorted := append([]*victimUnit(nil), units...)
+	sort.SliceStable(sorted, func(i, j int) bool { return cheaper(sorted[i], sorted[j]) })
+	res, err := searchOrder(ctx, sorted, fit, short)
+	if err != nil || len(res.units) == 0 {
+		return res, err
+	}
+	// The global order knows nothing of where the room is needed: cheap
+	// units on many nodes come before a gang on the right one. Try again
+	// with the units on one of the nodes the plan chose first (the first
+	// few of them), and keep the cheapest set found. On small random
+	// clusters this takes the share of exactly cheapest sets from 46% to
+	// 55% (TestSearchVictimsAgainstExhaustive) for about twice the plans.
+	var planNodes []string
+	for _, n := range res.plan.Assignments {
+		if !slices.Contains(planNodes, n) {
+			planNodes = append(planNodes, n)
+		}
+	}
+	sort.Strings(planNodes)
+	for _, n := range planNodes[:min(len(planNodes), maxFocusNodes)] {
+		ordered := focusOrder(sorted, []string{n})
+		alt, err := searchOrder(ctx, ordered, fit, short)
+		if err != nil {
+			return nil, err
+		}
+		res.plans += alt.plans
+		if costLess(costOf(alt.units), costOf(res.units)) {
+			res.units, res.plan = alt.units, alt.plan
+		}
+	}
+	return res, nil
+}
+
+// maxFocusNodes bounds the node-focused retries of the search.
+const maxFocusNodes = 2
+
+// focusOrder puts the units with a pod on one of nodes first, each part
+// still cheapest first.
+func focusOrder(sorted []*victimUnit, nodes []string) []*victimUnit {
+	on := func(u *victimUnit) bool {
+		for _, pi := range u.pods {
+			if slices.Contains(nodes, pi.GetPod().Spec.NodeName) {
+				return true
+			}
+		}
+		return false
+	}
+	out := make([]*victimUnit, 0, len(sorted))
+	for _, u := range sorted {
+		if on(u) {
+			out = append(out, u)
+		}
+	}
+	for _, u := range sorted {
+		if !on(u) {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// cost is the documented order applied to a whole set: PDB-violating
+// units, gangs broken, the highest priority taken, pods, GPUs.
+type cost [5]int64
+
+func costOf(units []*victimUnit) cost {
+	var c cost
+	pods := map[types.UID]bool{}
+	for _, u := range units {
+		if u.violatesPDB {
+			c[0]++
+		}
+		if u.breaksGang {
+			c[1]++
+		}
+		c[2] = max(c[2], int64(u.priority))
+		for _, pi := range u.pods {
+			if !pods[pi.GetPod().UID] {
+				pods[pi.GetPod().UID] = true
+				c[3]++
+			}
+		}
+		c[4] += u.gpus
+	}
+	return c
+}
+
+func costLess(a, b cost) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return false
+}
+
+// searchOrder is the search on one order of the units: the shortest
+// fitting prefix, then the reprieve.
+func searchOrder(ctx context.Context, sorted []*victimUnit, fit fitFunc, short shortfall) (*searchResult, error) {
 	res := &searchResult{}
 	try := func(set []*victimUnit) (*plan.Plan, error) {
 		res.plans++
@@ -290,8 +390,6 @@ func searchVictims(ctx context.Context, units []*victimUnit, fit fitFunc, short 
 		}
 		return fit(ctx, removed)
 	}
-	sorted := append([]*victimUnit(nil), units...)
-	sort.SliceStable(sorted, func(i, j int) bool { return cheaper(sorted[i], sorted[j]) })
 	pods := map[types.UID]bool{}
 	for _, u := range sorted {
 		for _, pi := range u.pods {

@@ -332,39 +332,6 @@ func TestPreemptorPolicyAndPriority(t *testing.T) {
 	}
 }
 
-// cost is the documented order as a vector, for comparing whole sets:
-// PDB-violating units, gangs broken, the highest priority taken, pods, GPUs.
-func setCost(units []*victimUnit) [5]int64 {
-	var c [5]int64
-	pods := map[types.UID]bool{}
-	for _, u := range units {
-		if u.violatesPDB {
-			c[0]++
-		}
-		if u.breaksGang {
-			c[1]++
-		}
-		c[2] = max(c[2], int64(u.priority))
-		for _, pi := range u.pods {
-			if !pods[pi.GetPod().UID] {
-				pods[pi.GetPod().UID] = true
-				c[3]++
-			}
-		}
-		c[4] += u.gpus
-	}
-	return c
-}
-
-func lessCost(a, b [5]int64) bool {
-	for i := range a {
-		if a[i] != b[i] {
-			return a[i] < b[i]
-		}
-	}
-	return false
-}
-
 // TestSearchVictimsAgainstExhaustive compares the search with the cheapest
 // set found by trying every subset, on small random clusters: the search
 // must always find a set when one exists, the set must be minimal, and the
@@ -430,7 +397,7 @@ func TestSearchVictimsAgainstExhaustive(t *testing.T) {
 					set = append(set, u)
 				}
 			}
-			if (!bestFound || lessCost(setCost(set), setCost(best))) && setFits(set) {
+			if (!bestFound || costLess(costOf(set), costOf(best))) && setFits(set) {
 				best, bestFound = set, true
 			}
 		}
@@ -454,7 +421,7 @@ func TestSearchVictimsAgainstExhaustive(t *testing.T) {
 				t.Errorf("trial %d: victim set %v is not minimal: fits without %s", trial, unitKeys(res.units), res.units[i].key)
 			}
 		}
-		got, want := setCost(res.units), setCost(best)
+		got, want := costOf(res.units), costOf(best)
 		if got == want {
 			optimal++
 		}
