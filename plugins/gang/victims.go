@@ -254,14 +254,21 @@ type wouldNotFitError struct {
 }
 
 func (e *wouldNotFitError) Error() string {
+	// A pod alone gets no planner reason: the framework's filter reasons
+	// already say why it does not fit, in the words people know.
 	if e.victims == 0 {
-		return "preemption would not help: no running pod has a lower priority; " + e.reason
+		// The reason is the one PreFilter gave already.
+		return "preemption would not help: no running pod has a lower priority"
+	}
+	reason := " (then: " + e.reason + ")"
+	if e.who == "the pod" {
+		reason = ""
 	}
 	who := e.who
 	if who == "" {
 		who = "the gang"
 	}
-	return fmt.Sprintf("preemption would not help: %s would not fit even after evicting all %d lower-priority pods; %s", who, e.victims, e.reason)
+	return fmt.Sprintf("preemption would not help: %s would not fit even after evicting all %d lower-priority pods%s", who, e.victims, reason)
 }
 
 // searchVictims finds a set of whole units whose eviction lets the
@@ -542,7 +549,7 @@ func notFit(err error, victims int) error {
 	if !ok {
 		return err
 	}
-	return &wouldNotFitError{victims: victims, reason: np.Message}
+	return &wouldNotFitError{victims: victims, reason: strings.TrimPrefix(np.Message, "gang "+np.Gang+": ")}
 }
 
 // removeFromNodes returns the snapshot with the removed pods taken off their
