@@ -202,8 +202,9 @@ type FragmentedPodSpecDefinition struct {
 	ImagePath *string `json:"imagePath,omitempty"`
 }
 
-// ScaleDefinition says where a component's replica counts are. Counts are
-// per instance of the parent component.
+// ScaleDefinition says where a component's replica counts are. A count is
+// the component's total in the whole workload, not multiplied by its
+// parent's (Workload Map's rule; see docs/workload-map-compatibility.md).
 type ScaleDefinition struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
