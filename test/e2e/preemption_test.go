@@ -14,6 +14,7 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
@@ -170,8 +171,10 @@ func (r *victimRecorder) disruption(uid types.UID) (corev1.PodCondition, bool) {
 // A gang whose members go partly (some evicted, the rest kept below the
 // quorum) is a failure, as is one left partly bound at the end.
 type preemptionWatcher struct {
-	ns   string
-	mins map[string]int
+	ns string
+	// label names the pod label that says which gang a pod is in.
+	label string
+	mins  map[string]int
 
 	mu        sync.Mutex
 	whole     map[string][]types.UID // last set seen bound whole
@@ -221,8 +224,13 @@ func preDump(t testing.TB, ns string) {
 }
 
 func watchPreemption(t testing.TB, ns string, mins map[string]int) *preemptionWatcher {
+	return watchPreemptionBy(t, ns, "gang", mins)
+}
+
+// watchPreemptionBy is watchPreemption with gangs told apart by label.
+func watchPreemptionBy(t testing.TB, ns, label string, mins map[string]int) *preemptionWatcher {
 	preDump(t, ns)
-	w := &preemptionWatcher{ns: ns, mins: mins, whole: map[string][]types.UID{}, since: map[string]time.Time{},
+	w := &preemptionWatcher{ns: ns, label: label, mins: mins, whole: map[string][]types.UID{}, since: map[string]time.Time{},
 		evicting: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
@@ -241,12 +249,19 @@ func watchPreemption(t testing.TB, ns string, mins map[string]int) *preemptionWa
 	return w
 }
 
+// expect adds a gang to watch (a PodGroup the pod-grouper named).
+func (w *preemptionWatcher) expect(gang string, min int) {
+	w.mu.Lock()
+	w.mins[gang] = min
+	w.mu.Unlock()
+}
+
 func (w *preemptionWatcher) fail(format string, args ...any) {
 	w.failures = append(w.failures, fmt.Sprintf(format, args...))
 }
 
 func (w *preemptionWatcher) sample() {
-	bound, err := boundPods(context.Background(), w.ns, "gang")
+	bound, err := boundPods(context.Background(), w.ns, w.label)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err != nil {
@@ -552,5 +567,97 @@ func TestPreemptionElasticExtrasFirst(t *testing.T) {
 	holdsFor(t, 2*time.Second, "workers keeps its quorum", gangsBound(ns, func(bound, _ map[string]int) bool {
 		return bound["workers"] == 2 && bound["hi"] == 2 && bound["fill"] == 3
 	}))
+	w.check(t)
+}
+
+// preJobSetYAML is a JobSet of a leader and two workers of 4 GPUs each at
+// priority class pc. A Job fails at its first lost pod and the JobSet then
+// restarts all its Jobs, as training JobSets are usually set up.
+func preJobSetYAML(name, pool, sched, pc string) string {
+	job := func(rj string, replicas int) string {
+		return fmt.Sprintf(`
+  - name: %s
+    replicas: %d
+    template:
+      spec:
+        parallelism: 1
+        completions: 1
+        backoffLimit: 0
+        template:
+          spec:
+            priorityClassName: %s
+            restartPolicy: Never
+            %s
+            containers:
+            - name: main
+              image: busybox
+              resources: {limits: {nvidia.com/gpu: 4}}`, rj, replicas, pc, podPlacement(pool, sched, "            "))
+	}
+	return `
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata: {name: ` + name + `}
+spec:
+  failurePolicy: {maxRestarts: 5}
+  replicatedJobs:` + job("leader", 1) + job("workers", 2) + "\n"
+}
+
+// podGroupOf waits for the PodGroup the pod-grouper made for the pods of
+// JobSet js, and returns its name.
+func podGroupOf(t testing.TB, ns, js string) string {
+	t.Helper()
+	var name string
+	waitFor(t, preemptTimeout, "the pod-grouper's PodGroup of JobSet "+js, func(ctx context.Context) (bool, string, error) {
+		pods, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "jobset.sigs.k8s.io/jobset-name=" + js})
+		if err != nil {
+			return false, "", err
+		}
+		for _, p := range pods.Items {
+			if name = p.Labels[api.LabelPodGroup]; name != "" {
+				return true, name, nil
+			}
+		}
+		return false, fmt.Sprintf("%d pods, none labelled", len(pods.Items)), nil
+	})
+	return name
+}
+
+// The real JobSet operator: a high-priority JobSet preempts a low-priority
+// one whole; the JobSet controller restarts the victim's Jobs, whose new
+// pods wait whole and are bound whole once the high-priority JobSet goes.
+func TestPreemptionJobSet(t *testing.T) {
+	startOperator(t, "jobset")
+	ns, sched := gangTest(t, "preempt-js-", 2, 8, nil)
+	startPodGrouper(t, sched)
+	low := preClass(t, ns+"-low", 10, false)
+	high := preClass(t, ns+"-high", 1000, false)
+	w := watchPreemptionBy(t, ns, api.LabelPodGroup, map[string]int{})
+	lowSel := "jobset.sigs.k8s.io/jobset-name=low"
+	applyYAML(t, ns, preJobSetYAML("low", ns, sched, low))
+	lowPG := podGroupOf(t, ns, "low")
+	w.expect(lowPG, 3)
+	first := waitRunning(t, ns, lowSel, 3)
+
+	begin := time.Now()
+	applyYAML(t, ns, preJobSetYAML("high", ns, sched, high))
+	highPG := podGroupOf(t, ns, "high")
+	w.expect(highPG, 3)
+	waitRunning(t, ns, "jobset.sigs.k8s.io/jobset-name=high", 3)
+	t.Logf("high-priority JobSet bound whole %s after it was created", time.Since(begin).Round(time.Millisecond))
+	for _, p := range first {
+		if _, err := controlPlane.Client.CoreV1().Pods(ns).Get(t.Context(), p.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("low JobSet pod %s still there (err %v); the JobSet should have been evicted whole", p.Name, err)
+		}
+	}
+	waitEvent(t, ns, "PodGroup", lowPG, "Preempted", []string{"evicted whole", "gang " + ns + "/" + highPG})
+	waitFor(t, preemptTimeout, "JobSet low restarted by its controller", objectIs(dynamicGetter(controlPlane.Dynamic.Resource(jobsetsGVR).Namespace(ns)), "low", func(js *unstructured.Unstructured) (bool, string) {
+		restarts, _, _ := unstructured.NestedInt64(js.Object, "status", "restarts")
+		return restarts >= 1, fmt.Sprintf("restarts=%d", restarts)
+	}))
+
+	if err := controlPlane.Dynamic.Resource(jobsetsGVR).Namespace(ns).Delete(t.Context(), "high", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRunning(t, ns, lowSel, 3)
 	w.check(t)
 }
