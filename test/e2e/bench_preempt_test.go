@@ -113,6 +113,9 @@ type preemptRun struct {
 	// PartialHigh / PartialLow sum, over samples, the high- and
 	// low-priority gangs seen partly bound; MaxPartial is the most at once.
 	PartialHigh, PartialLow, MaxPartial int
+	// LongestHigh / LongestLow are the longest partial episodes (first
+	// partial sample to the sample that saw the gang whole or empty).
+	LongestHigh, LongestLow time.Duration
 	// Violations: a partial high-priority muster gang not let through by
 	// one barrier release, or any gang partly bound longer than
 	// settleWindow.
@@ -332,6 +335,18 @@ func runPreempt(ctx context.Context, tb testing.TB, s preemptSizes, variant stri
 	highPods := s.HighGangs * s.HighGangSize
 	partialSince := map[string]time.Time{}
 	start := time.Now()
+	endEpisode := func(g string, now time.Time) {
+		since, ok := partialSince[g]
+		if !ok {
+			return
+		}
+		delete(partialSince, g)
+		if d := now.Sub(since); isHigh[g] {
+			res.LongestHigh = max(res.LongestHigh, d)
+		} else {
+			res.LongestLow = max(res.LongestLow, d)
+		}
+	}
 	sample := func(now time.Time) {
 		bound := pods.bound()
 		partial, highBound := 0, 0
@@ -341,7 +356,7 @@ func runPreempt(ctx context.Context, tb testing.TB, s preemptSizes, variant stri
 				highBound += n
 			}
 			if n >= size[g] {
-				delete(partialSince, g)
+				endEpisode(g, now)
 				continue
 			}
 			partial++
@@ -357,12 +372,12 @@ func runPreempt(ctx context.Context, tb testing.TB, s preemptSizes, variant stri
 				partialSince[g] = now
 			} else if now.Sub(since) > settleWindow {
 				res.Violations = append(res.Violations, fmt.Sprintf("%s: %d of %d bound for %s (> %s)", g, n, size[g], now.Sub(since).Round(time.Millisecond), settleWindow))
-				delete(partialSince, g)
+				endEpisode(g, now)
 			}
 		}
 		for g := range partialSince {
 			if _, ok := bound[g]; !ok {
-				delete(partialSince, g)
+				endEpisode(g, now)
 			}
 		}
 		res.Samples++
@@ -437,9 +452,9 @@ func runPreemptScenario(ctx context.Context, tb testing.TB, s preemptSizes, vari
 			if err != nil {
 				return rep, err
 			}
-			tb.Logf("preempt %-6s rep %d: filled %d low-priority pods in %s; high-priority pods bound %d of %d (all=%v) %s after the first create; evicted %d low-priority pods in %d gangs (minimum %d pods in %d gangs); low-priority gangs left partly bound %d; %d samples, partial-gang samples high %d low %d (max %d at once), %d rule violations",
+			tb.Logf("preempt %-6s rep %d: filled %d low-priority pods in %s; high-priority pods bound %d of %d (all=%v) %s after the first create; evicted %d low-priority pods in %d gangs (minimum %d pods in %d gangs); low-priority gangs left partly bound %d; %d samples, partial-gang samples high %d low %d (max %d at once; longest episode high %s low %s), %d rule violations",
 				v, r, s.lowGangs()*s.LowGangSize, run.Fill.Round(time.Millisecond), run.HighBound, s.HighGangs*s.HighGangSize, run.AllHighBound, run.Elapsed.Round(time.Millisecond),
-				run.EvictedPods, run.EvictedGangs, s.minEvictedPods(), s.minEvictedPods()/s.LowGangSize, run.BrokenLowGangs, run.Samples, run.PartialHigh, run.PartialLow, run.MaxPartial, len(run.Violations))
+				run.EvictedPods, run.EvictedGangs, s.minEvictedPods(), s.minEvictedPods()/s.LowGangSize, run.BrokenLowGangs, run.Samples, run.PartialHigh, run.PartialLow, run.MaxPartial, run.LongestHigh.Round(time.Millisecond), run.LongestLow.Round(time.Millisecond), len(run.Violations))
 			for i, vio := range run.Violations {
 				if i == 5 {
 					tb.Logf("  … %d more", len(run.Violations)-5)
@@ -450,11 +465,11 @@ func runPreemptScenario(ctx context.Context, tb testing.TB, s preemptSizes, vari
 			rep.Runs = append(rep.Runs, run)
 		}
 	}
-	rows := [][]string{{"variant", "rep", "fill_s", "high_bound", "high_pods", "all_high_bound", "elapsed_s", "evicted_pods", "evicted_gangs", "min_evicted_pods", "broken_low_gangs", "samples", "partial_high_samples", "partial_low_samples", "max_partial", "violations"}}
+	rows := [][]string{{"variant", "rep", "fill_s", "high_bound", "high_pods", "all_high_bound", "elapsed_s", "evicted_pods", "evicted_gangs", "min_evicted_pods", "broken_low_gangs", "samples", "partial_high_samples", "partial_low_samples", "max_partial", "longest_partial_high_s", "longest_partial_low_s", "violations"}}
 	chart := benchreport.Chart{Title: fmt.Sprintf("Scenario 7: high-priority pods bound (%d nodes x %d GPUs full of gangs of %d; %d gangs of %d arrive; rep 0)", s.Nodes, s.GPUsPerNode, s.LowGangSize, s.HighGangs, s.HighGangSize),
 		XLabel: "seconds since the first high-priority create", YLabel: "high-priority pods bound"}
 	var md strings.Builder
-	fmt.Fprintf(&md, "| scheduler | high-priority pods bound | first create → last bound | low-priority pods evicted (minimum %d) | low-priority gangs hit (minimum %d) | low-priority gangs left partly bound | partial-gang samples (high / low) | rule violations |\n|---|---|---|---|---|---|---|---|\n",
+	fmt.Fprintf(&md, "| scheduler | high-priority pods bound | first create → last bound | low-priority pods evicted (minimum %d) | low-priority gangs hit (minimum %d) | low-priority gangs left partly bound | partial-gang samples (high / low) | longest partial episode (high / low) | rule violations |\n|---|---|---|---|---|---|---|---|---|\n",
 		s.minEvictedPods(), s.minEvictedPods()/s.LowGangSize)
 	sort.SliceStable(rep.Runs, func(i, j int) bool { return rep.Runs[i].Rep < rep.Runs[j].Rep })
 	for _, v := range variants {
@@ -464,13 +479,13 @@ func runPreemptScenario(ctx context.Context, tb testing.TB, s preemptSizes, vari
 			}
 			rows = append(rows, []string{v, strconv.Itoa(run.Rep), f3(run.Fill.Seconds()), strconv.Itoa(run.HighBound), strconv.Itoa(s.HighGangs * s.HighGangSize), strconv.FormatBool(run.AllHighBound),
 				f3(run.Elapsed.Seconds()), strconv.Itoa(run.EvictedPods), strconv.Itoa(run.EvictedGangs), strconv.Itoa(s.minEvictedPods()), strconv.Itoa(run.BrokenLowGangs),
-				strconv.Itoa(run.Samples), strconv.Itoa(run.PartialHigh), strconv.Itoa(run.PartialLow), strconv.Itoa(run.MaxPartial), strconv.Itoa(len(run.Violations))})
+				strconv.Itoa(run.Samples), strconv.Itoa(run.PartialHigh), strconv.Itoa(run.PartialLow), strconv.Itoa(run.MaxPartial), f3(run.LongestHigh.Seconds()), f3(run.LongestLow.Seconds()), strconv.Itoa(len(run.Violations))})
 			elapsed := fmt.Sprintf("%.1f s", run.Elapsed.Seconds())
 			if !run.AllHighBound {
 				elapsed = fmt.Sprintf("not all bound in %.0f s", run.Elapsed.Seconds())
 			}
-			fmt.Fprintf(&md, "| %s (rep %d) | %d of %d | %s | %d | %d | %d | %d / %d | %d |\n", v, run.Rep, run.HighBound, s.HighGangs*s.HighGangSize, elapsed,
-				run.EvictedPods, run.EvictedGangs, run.BrokenLowGangs, run.PartialHigh, run.PartialLow, len(run.Violations))
+			fmt.Fprintf(&md, "| %s (rep %d) | %d of %d | %s | %d | %d | %d | %d / %d | %.1f / %.1f s | %d |\n", v, run.Rep, run.HighBound, s.HighGangs*s.HighGangSize, elapsed,
+				run.EvictedPods, run.EvictedGangs, run.BrokenLowGangs, run.PartialHigh, run.PartialLow, run.LongestHigh.Seconds(), run.LongestLow.Seconds(), len(run.Violations))
 			if run.Rep == 0 {
 				chart.Series = append(chart.Series, benchreport.Series{Name: v, Points: thin(run.Curve, 400)})
 			}
