@@ -131,6 +131,12 @@ func newPreemptor(pod *v1.Pod, key types.NamespacedName, pg *schedv1alpha1.PodGr
 	if !seen {
 		pr.members = append(pr.members, pod)
 	}
+	if pg != nil {
+		// What the pod-grouper recorded counts members not seen here.
+		if prio, ok := api.PodGroupPriority(pg.Annotations); ok {
+			pr.priority = max(pr.priority, prio)
+		}
+	}
 	pr.never = pr.never || (pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == v1.PreemptNever)
 	return pr
 }
@@ -150,6 +156,12 @@ func (p *Plugin) victimInputFor(pr *preemptor, nodes []fwk.NodeInfo) victimInput
 				return minMember(pg)
 			}
 			return 0
+		},
+		gangPriority: func(key types.NamespacedName) (int32, bool) {
+			if pg := p.podGroup(key); pg != nil {
+				return api.PodGroupPriority(pg.Annotations)
+			}
+			return 0, false
 		},
 		gpuNames: gpuResourceNames,
 	}

@@ -83,8 +83,12 @@ type victimInput struct {
 	// minMember is the quorum of a muster gang, 0 when unknown (then the
 	// gang has no extras).
 	minMember func(types.NamespacedName) int
-	pdbs      []*policy.PodDisruptionBudget
-	gpuNames  []v1.ResourceName
+	// gangPriority is the priority the pod-grouper recorded on a muster
+	// gang's PodGroup (its highest member's, pending ones included); nil
+	// or !ok: the bound members' priorities alone decide.
+	gangPriority func(types.NamespacedName) (int32, bool)
+	pdbs         []*policy.PodDisruptionBudget
+	gpuNames     []v1.ResourceName
 }
 
 // buildUnits groups the snapshot's bound pods into victim units and keeps
@@ -120,13 +124,22 @@ func buildUnits(in victimInput) []*victimUnit {
 	var units []*victimUnit
 	for _, key := range order {
 		g := groups[key]
+		var gang types.NamespacedName
+		if g.kind == unitMuster {
+			pod := g.pods[0].GetPod()
+			gang = types.NamespacedName{Namespace: pod.Namespace, Name: pod.Labels[api.LabelPodGroup]}
+			if in.gangPriority != nil {
+				if prio, ok := in.gangPriority(gang); ok {
+					g.prio = max(g.prio, prio)
+				}
+			}
+		}
 		if g.prio >= in.priority {
 			continue
 		}
 		u := in.newUnit(key, g.pods, g.prio, g.kind != unitPod)
 		if g.kind == unitMuster {
-			pod := g.pods[0].GetPod()
-			u.gang = types.NamespacedName{Namespace: pod.Namespace, Name: pod.Labels[api.LabelPodGroup]}
+			u.gang = gang
 			units = append(units, in.extras(u)...)
 		}
 		units = append(units, u)

@@ -21,6 +21,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/utils/ptr"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/muster-io/muster/api"
 	"github.com/muster-io/muster/plugins/gang/plan"
@@ -105,6 +106,7 @@ type victimCase struct {
 	nodes       []string
 	running     []vpod
 	minMember   map[string]int
+	recorded    map[string]int32 // PodGroup priority annotations
 	pdbs        []*policy.PodDisruptionBudget
 	// the preemptor: n members of gpus GPUs at priority prio.
 	n    int
@@ -124,6 +126,10 @@ func runVictimCase(t testing.TB, tc victimCase) (*searchResult, error) {
 		own:      func(p *v1.Pod) bool { return p.Labels[api.LabelPodGroup] == "hi" },
 		minMember: func(k types.NamespacedName) int {
 			return tc.minMember[k.Name]
+		},
+		gangPriority: func(k types.NamespacedName) (int32, bool) {
+			v, ok := tc.recorded[k.Name]
+			return v, ok
 		},
 		pdbs:     tc.pdbs,
 		gpuNames: gpuResourceNames,
@@ -215,6 +221,13 @@ func TestSearchVictims(t *testing.T) {
 				append(gangOfPods("a", 7, 1, 1, time.Hour, "n1"), vpod{name: "a-hi", node: "n1", gang: "a", gpus: 1, prio: 100}),
 				gangOfPods("b", 8, 1, 50, time.Hour, "n2")),
 			n: 8, gpus: 1, prio: 100,
+			want: []string{"gang ns/b"},
+		},
+		{
+			name: "a gang whose recorded priority is the preemptor's is no victim", gpusPerNode: 8, nodes: two,
+			running:  slices.Concat(gangOfPods("a", 8, 1, 1, time.Hour, "n1"), gangOfPods("b", 8, 1, 50, time.Hour, "n2")),
+			recorded: map[string]int32{"a": 100},
+			n:        8, gpus: 1, prio: 100,
 			want: []string{"gang ns/b"},
 		},
 		{
@@ -325,6 +338,10 @@ func TestPreemptorPolicyAndPriority(t *testing.T) {
 	pr := newPreemptor(a, types.NamespacedName{Namespace: "ns", Name: "g"}, nil, []*v1.Pod{a, b, c})
 	if pr.priority != 30 || pr.never {
 		t.Errorf("priority %d never %v, want the highest member priority 30 and policy PreemptLowerPriority", pr.priority, pr.never)
+	}
+	pg := &schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{api.AnnotationPriority: "500"}}}
+	if pr := newPreemptor(a, types.NamespacedName{Namespace: "ns", Name: "g"}, pg, []*v1.Pod{a, b, c}); pr.priority != 500 {
+		t.Errorf("priority %d with the PodGroup's recorded 500, want 500 (a member not seen yet may have it)", pr.priority)
 	}
 	c.Spec.PreemptionPolicy = &never
 	if pr := newPreemptor(a, types.NamespacedName{Namespace: "ns", Name: "g"}, nil, []*v1.Pod{a, b, c}); !pr.never {
