@@ -100,33 +100,54 @@ func setPriority(pg *schedv1alpha1.PodGroup, g gangPriority) {
 	pg.Annotations[api.AnnotationPriorityClass] = g.class
 }
 
-// memberPriorities remembers the priority of every member this process
-// synced, by PodGroup. The label index alone lags: members of a new gang
-// are synced concurrently and each writes the PodGroup before its own label
-// is in the cache, so a member could lower the priority another one just
-// wrote. Each sync records its pod here before computing the gang's
-// priority under the PodGroup's lock, so the last computation of a gang
-// sees every member synced so far.
+// memberPriorities remembers the priority of every member of every gang
+// this process knows, and per gang how many members have each distinct
+// priority, so that a gang's priority costs one step per distinct value,
+// not per member (a gang may have 100,000 members, each synced).
+//
+// The label index alone would lag: members of a new gang are synced
+// concurrently and each writes the PodGroup before its own label is in the
+// cache, so a member could lower the priority another one just wrote. Each
+// sync records its pod here before computing the gang's priority under the
+// PodGroup's lock, so the last computation of a gang sees every member
+// synced so far. Members only the cache shows (labelled by an earlier
+// process) are added once per gang when the gang is first computed (seed).
 type memberPriorities struct {
 	mu     sync.Mutex
-	gangOf map[string]string                 // pod key → PodGroup key
-	byGang map[string]map[string]podPriority // PodGroup key → pod key → priority
+	gangOf map[string]string // pod key → PodGroup key
+	gangs  map[string]*gangMembers
+}
+
+type gangMembers struct {
+	pods   map[string]podPriority // pod key → priority
+	counts map[podPriority]int    // distinct priority → members with it
+	seeded bool
 }
 
 func newMemberPriorities() *memberPriorities {
-	return &memberPriorities{gangOf: map[string]string{}, byGang: map[string]map[string]podPriority{}}
+	return &memberPriorities{gangOf: map[string]string{}, gangs: map[string]*gangMembers{}}
 }
 
 // set records pod (key) as a member of gang with priority p.
 func (m *memberPriorities) set(pod, gang string, p podPriority) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.removeLocked(pod)
-	m.gangOf[pod] = gang
-	if m.byGang[gang] == nil {
-		m.byGang[gang] = map[string]podPriority{}
+	if m.gangOf[pod] == gang && m.gangs[gang].pods[pod] == p {
+		return
 	}
-	m.byGang[gang][pod] = p
+	m.removeLocked(pod)
+	m.addLocked(pod, gang, p)
+}
+
+func (m *memberPriorities) addLocked(pod, gang string, p podPriority) {
+	g := m.gangs[gang]
+	if g == nil {
+		g = &gangMembers{pods: map[string]podPriority{}, counts: map[podPriority]int{}}
+		m.gangs[gang] = g
+	}
+	m.gangOf[pod] = gang
+	g.pods[pod] = p
+	g.counts[p]++
 }
 
 // remove forgets pod and returns the gang it was in and its priority.
@@ -141,50 +162,91 @@ func (m *memberPriorities) removeLocked(pod string) (string, podPriority, bool) 
 	if !ok {
 		return "", podPriority{}, false
 	}
-	p := m.byGang[gang][pod]
+	g := m.gangs[gang]
+	p := g.pods[pod]
 	delete(m.gangOf, pod)
-	delete(m.byGang[gang], pod)
-	if len(m.byGang[gang]) == 0 {
-		delete(m.byGang, gang)
+	delete(g.pods, pod)
+	if g.counts[p]--; g.counts[p] == 0 {
+		delete(g.counts, p)
+	}
+	if len(g.pods) == 0 {
+		delete(m.gangs, gang)
 	}
 	return gang, p, true
 }
 
-// members returns the recorded members of gang.
-func (m *memberPriorities) members(gang string) map[string]podPriority {
+// seed adds the members of gang the cache shows, once per gang: pods not
+// recorded yet (labelled by an earlier process) count with their priority.
+//
+// cached runs under m.mu: a pod the cache drops meanwhile is either not
+// returned or removed by its delete handler after seed (handlers run after
+// the cache is updated, and remove waits for m.mu), never left behind.
+func (m *memberPriorities) seed(gang string, cached func() []*corev1.Pod) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make(map[string]podPriority, len(m.byGang[gang]))
-	for k, v := range m.byGang[gang] {
-		out[k] = v
+	if g := m.gangs[gang]; g != nil && g.seeded {
+		return
 	}
-	return out
+	for _, pod := range cached() {
+		key := pod.Namespace + "/" + pod.Name
+		if _, known := m.gangOf[key]; !known {
+			m.addLocked(key, gang, priorityOf(pod))
+		}
+	}
+	if g := m.gangs[gang]; g != nil {
+		g.seeded = true
+	}
+}
+
+// priority combines the recorded members' priorities of gang.
+func (m *memberPriorities) priority(gang string) gangPriority {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.gangs[gang]
+	if g == nil {
+		return gangPriority{}
+	}
+	distinct := make([]podPriority, 0, len(g.counts))
+	for p := range g.counts {
+		distinct = append(distinct, p)
+	}
+	return combine(distinct)
+}
+
+// anyMember returns a recorded member of gang other than except.
+func (m *memberPriorities) anyMember(gang, except string) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if g := m.gangs[gang]; g != nil {
+		for k := range g.pods {
+			if k != except {
+				return k, true
+			}
+		}
+	}
+	return "", false
 }
 
 // gangPriorityOf computes the priority of PodGroup ns/name from its members:
-// those this process synced (memberPriorities) and those the pod cache shows
+// those this process synced and, once per gang, those the pod cache shows
 // labelled (after a restart, before every member is synced again).
 // Terminating pods still count: they hold their room until they are gone.
 func (c *Controller) gangPriorityOf(ns, name string) gangPriority {
 	gangKey := ns + "/" + name
-	members := c.priorities.members(gangKey)
-	if pods, err := c.podIndexer.ByIndex(podGroupIndex, gangKey); err == nil {
-		for _, obj := range pods {
-			pod, ok := obj.(*corev1.Pod)
-			if !ok {
-				continue
-			}
-			key := pod.Namespace + "/" + pod.Name
-			if _, seen := members[key]; !seen {
-				members[key] = priorityOf(pod)
+	c.priorities.seed(gangKey, func() []*corev1.Pod {
+		objs, err := c.podIndexer.ByIndex(podGroupIndex, gangKey)
+		if err != nil {
+			return nil
+		}
+		pods := make([]*corev1.Pod, 0, len(objs))
+		for _, o := range objs {
+			if pod, ok := o.(*corev1.Pod); ok {
+				pods = append(pods, pod)
 			}
 		}
-	}
-	list := make([]podPriority, 0, len(members))
-	for _, p := range members {
-		list = append(list, p)
-	}
-	return combine(list)
+		return pods
+	})
+	return c.priorities.priority(gangKey)
 }
 
 // notePriorityMixed warns, on the workload (rate-limited like GangUnknown)
@@ -202,27 +264,19 @@ func (c *Controller) notePriorityMixed(d *decision, pod *corev1.Pod, g gangPrior
 	}
 }
 
-// priorityMemberGone requeues a remaining member of a mixed gang whose
-// member with the gang's priority went away, so the PodGroup's priority
-// comes down to what is left.
+// priorityMemberGone forgets a deleted member and, when the gang's
+// priority was its and comes down without it, requeues a remaining member
+// so the PodGroup's priority follows.
 func (c *Controller) priorityMemberGone(podKey string) {
 	gang, p, ok := c.priorities.remove(podKey)
 	if !ok || !p.set {
 		return
 	}
-	ns, name, found := strings.Cut(gang, "/")
-	if !found {
-		return
-	}
-	g := c.gangPriorityOf(ns, name)
+	g := c.priorities.priority(gang)
 	if !g.set || g.value >= p.value {
 		return
 	}
-	for k := range c.priorities.members(gang) {
+	if k, ok := c.priorities.anyMember(gang, podKey); ok {
 		c.queue.Add(k)
-		return
-	}
-	if pods, err := c.podIndexer.ByIndex(podGroupIndex, gang); err == nil && len(pods) > 0 {
-		c.enqueue(pods[0])
 	}
 }

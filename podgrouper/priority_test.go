@@ -141,7 +141,7 @@ func TestGangPriority(t *testing.T) {
 				seen[k] = true
 			}
 			_, cached := w.ctrl.podLister.Pods("ns").Get("p1")
-			_, recorded := w.ctrl.priorities.members("ns/train")["ns/p1"]
+			recorded := w.ctrl.priorities.recorded("ns/p1")
 			return seen["ns/p0"] && cached != nil && !recorded, nil
 		})
 		if err != nil {
@@ -196,4 +196,60 @@ func drainQueue(w *world) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// recorded reports whether pod is a recorded member of some gang.
+func (m *memberPriorities) recorded(pod string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.gangOf[pod]
+	return ok
+}
+
+// TestMemberPriorities: the per-gang counts follow sets, changes and
+// removals, and seed adds the cached members once per gang, never over a
+// recorded one.
+func TestMemberPriorities(t *testing.T) {
+	p := func(v int32) podPriority { return podPriority{value: v, set: true} }
+	m := newMemberPriorities()
+	m.set("ns/a", "ns/g", p(10))
+	m.set("ns/a", "ns/g", p(10)) // again: no double count
+	m.set("ns/b", "ns/g", p(50))
+	if g := m.priority("ns/g"); g.value != 50 || !g.mixed() {
+		t.Errorf("priority %+v, want 50, mixed", g)
+	}
+	m.set("ns/b", "ns/g", p(10)) // b's priority changed
+	if g := m.priority("ns/g"); g.value != 10 || g.mixed() {
+		t.Errorf("after b changed: %+v, want 10, not mixed", g)
+	}
+	if got := m.gangs["ns/g"].counts; len(got) != 1 || got[p(10)] != 2 {
+		t.Errorf("counts %v, want {10: 2}", got)
+	}
+	m.set("ns/b", "ns/h", p(70)) // b moved to another gang
+	if g, h := m.priority("ns/g"), m.priority("ns/h"); g.value != 10 || h.value != 70 {
+		t.Errorf("after b moved: g %+v h %+v", g, h)
+	}
+
+	calls := 0
+	cached := func() []*corev1.Pod {
+		calls++
+		return []*corev1.Pod{makePod("a", nil, withPriority(1, "")), makePod("c", nil, withPriority(90, ""))}
+	}
+	m.seed("ns/g", cached)
+	m.seed("ns/g", cached)
+	if calls != 1 {
+		t.Errorf("the cache was read %d times for one gang, want 1", calls)
+	}
+	// a is recorded (10) and keeps it; c is new (90).
+	if g := m.priority("ns/g"); g.value != 90 || g.describe() != "90, 10" {
+		t.Errorf("after seed: %+v (%s), want 90 over 90, 10", g, g.describe())
+	}
+	for _, k := range []string{"ns/a", "ns/c"} {
+		if _, _, ok := m.remove(k); !ok {
+			t.Errorf("%s was not recorded", k)
+		}
+	}
+	if _, ok := m.gangs["ns/g"]; ok {
+		t.Errorf("gang g kept after its last member went: %+v", m.gangs["ns/g"])
+	}
 }
