@@ -266,6 +266,8 @@ type VersionError struct {
 	// Problems per definition tried: the fields it reads that the served
 	// schema of GVK does not have.
 	Problems map[string][]string
+	// Tried are the definitions of other versions, in the order tried.
+	Tried []*Entry
 }
 
 func (e *VersionError) Error() string {
@@ -344,7 +346,7 @@ func fallback(gvk schema.GroupVersionKind, cands []*Entry, schemas SchemaFunc) (
 	if sch == nil {
 		return cands[0], nil
 	}
-	verr := &VersionError{GVK: gvk, Problems: map[string][]string{}}
+	verr := &VersionError{GVK: gvk, Problems: map[string][]string{}, Tried: cands}
 	for _, c := range cands {
 		var probs []string
 		for _, p := range RootObjectPaths(c.Compiled.Definition()) {

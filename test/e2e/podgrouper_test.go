@@ -216,7 +216,7 @@ func startPodGrouperWithConfig(t testing.TB, cfg *rest.Config, schedulerName str
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: controlPlane.Client.CoreV1().Events("")})
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: podgrouper.FieldManager})
-	ctrl, err := podgrouper.NewController(ctx, clients, podgrouper.NewCatalogDefinitions(reg), recorder, podgrouper.Options{SchedulerNames: []string{schedulerName}})
+	ctrl, err := podgrouper.NewController(ctx, clients, podgrouper.NewCheckedCatalogDefinitions(ctx, reg, clients), recorder, podgrouper.Options{SchedulerNames: []string{schedulerName}})
 	if err != nil {
 		cancel()
 		t.Fatal(err)

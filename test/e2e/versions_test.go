@@ -6,13 +6,16 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/muster-io/muster/api"
 	"github.com/muster-io/muster/cli"
 	"github.com/muster-io/muster/localcluster"
 	"github.com/muster-io/muster/podgrouper"
@@ -119,4 +122,76 @@ func TestCLIVersionFallback(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &l); err != nil || code != 0 || len(l.Items) != 1 || l.Items[0].APIVersion != "versions.example.com/v1" || l.Items[0].Pods != 3 {
 		t.Errorf("get --all-types: exit %d, %s, stderr %q", code, out, errOut)
 	}
+}
+
+const gizmoGangKarta = `
+apiVersion: run.ai/v1alpha1
+kind: Karta
+metadata:
+  name: versions-e2e-gizmo-gang
+spec:
+  structureDefinition:
+    rootComponent:
+      name: gizmo
+      kind: {group: versions.example.com, version: v1, kind: Gizmo}
+    childComponents:
+    - name: worker
+      ownerRef: gizmo
+      kind: {group: "", version: v1, kind: Pod}
+      specDefinition: {podTemplateSpecPath: .spec.template}
+      scaleDefinition: {replicasPath: .spec.workers}
+  optimizationInstructions:
+    gangScheduling:
+      podGroups:
+      - name: gizmo
+        members:
+        - componentName: worker
+`
+
+// TestPodGrouperVersionFallback: the pod-grouper gangs the pods of a Gizmo
+// referenced at v3 (its schema has every field the v1 definition reads)
+// and holds those referenced at v2 (.spec.workers renamed) with the
+// registry's message, instead of grouping them by a definition that
+// misreads their workload.
+func TestPodGrouperVersionFallback(t *testing.T) {
+	ctx := context.Background()
+	ns, sched := pgrTest(t, "versions-pgr")
+	pgrApplyKarta(t, gizmoGangKarta)
+	pgrWaitKartaValid(t, "versions-e2e-gizmo-gang", "True", "")
+	spec := pgrGPUPodSpec(sched, 1)
+	gvr := schema.GroupVersionResource{Group: "versions.example.com", Version: "v1", Resource: "gizmos"}
+	mk := func(name string) *unstructured.Unstructured {
+		g, err := controlPlane.Dynamic.Resource(gvr).Namespace(ns).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "versions.example.com/v1", "kind": "Gizmo",
+			"metadata": map[string]any{"name": name},
+			"spec":     map[string]any{"workers": int64(2), "template": map[string]any{"spec": pgrToMap(t, spec)}},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	pod := func(g *unstructured.Unstructured, version, name string) {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"gizmo": g.GetName()},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "versions.example.com/" + version, Kind: "Gizmo",
+					Name: g.GetName(), UID: g.GetUID(), Controller: ptr.To(true)}}},
+			Spec: spec,
+		}
+		if _, err := controlPlane.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fits, moved := mk("fits"), mk("moved")
+	pod(fits, "v3", "fits-0")
+	pod(fits, "v3", "fits-1")
+	pod(moved, "v2", "moved-0")
+
+	pgrWaitPodGroup(t, ns, "fits", "minMember 2", func(pg *schedv1alpha1.PodGroup) bool { return pg.Spec.MinMember == 2 })
+	pgrWaitPods(t, ns, "gizmo=fits", 2, "in PodGroup fits", pgrInGroup("fits"))
+	pgrWaitPods(t, ns, "gizmo=moved", 1, "waiting, with the version rule's message", func(p *corev1.Pod) bool {
+		r := p.Annotations[api.AnnotationGroupingReason]
+		return p.Annotations[api.AnnotationGrouping] == api.GroupingWaiting && p.Labels[api.LabelPodGroup] == "" &&
+			strings.Contains(r, "no definition for Gizmo at version v2") && strings.Contains(r, ".spec.workers")
+	})
 }

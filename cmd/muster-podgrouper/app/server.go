@@ -25,7 +25,6 @@ import (
 
 	"github.com/muster-io/muster/catalog"
 	"github.com/muster-io/muster/definition"
-	"github.com/muster-io/muster/internal/crdschema"
 	"github.com/muster-io/muster/internal/version"
 	"github.com/muster-io/muster/podgrouper"
 )
@@ -90,9 +89,6 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return fmt.Errorf("embedded catalog: %w", err)
 	}
-	// A kind at a version without a definition is read with another
-	// version's only when its served schema has every field that one reads.
-	reg.SetSchemas(crdschema.Reader(ctx, clients.Dynamic, clients.Mapper))
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartStructuredLogging(3)
@@ -104,7 +100,7 @@ func Run(ctx context.Context, o *Options) error {
 	if o.ScheduleTimeoutSeconds > 0 {
 		opts.ScheduleTimeoutSeconds = ptr.To(o.ScheduleTimeoutSeconds)
 	}
-	ctrl, err := podgrouper.NewController(ctx, clients, podgrouper.NewCatalogDefinitions(reg), recorder, opts)
+	ctrl, err := podgrouper.NewController(ctx, clients, podgrouper.NewCheckedCatalogDefinitions(ctx, reg, clients), recorder, opts)
 	if err != nil {
 		return err
 	}
