@@ -39,6 +39,8 @@ type gangState struct {
 	preempting *inflight
 	// preemptVerdict caches "preemption would not help" like verdict.
 	preemptVerdict *verdict
+	// lastElastic is the last GangElastic summary recorded.
+	lastElastic string
 }
 
 // barrier is a gang's wait at Permit: one deadline for all its members.

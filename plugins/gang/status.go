@@ -2,6 +2,7 @@ package gang
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -150,6 +151,7 @@ func (s *statusUpdater) sync(ctx context.Context, key types.NamespacedName) erro
 		return nil
 	}
 	now := p.clock.Now()
+	p.noteElastic(pg, key)
 	st := p.desiredStatus(pg, key, now)
 	if st.Phase == pg.Status.Phase && st.Running == pg.Status.Running && st.ScheduleStartTime.Equal(&pg.Status.ScheduleStartTime) {
 		return nil
@@ -202,4 +204,39 @@ func (p *Plugin) observeBound(key types.NamespacedName) {
 	if !seen && !first.IsZero() {
 		timeToBound.Observe(p.clock.Since(first).Seconds())
 	}
+}
+
+// noteElastic says how an elastic gang (more members than minMember) is
+// placed: the quorum and the extras above it, separately. The PodGroup
+// status of scheduler-plugins has no field for that (Running counts every
+// member, and the CRD's schema drops unknown fields), so it goes into a
+// GangElastic event on the PodGroup, recorded when the counts change.
+func (p *Plugin) noteElastic(pg *schedv1alpha1.PodGroup, key types.NamespacedName) {
+	members := p.members(key)
+	want := minMember(pg)
+	if len(members) <= want || p.h == nil {
+		return
+	}
+	msg := elasticSummary(key, members, want)
+	p.mu.Lock()
+	g := p.gang(key)
+	changed := g.lastElastic != msg
+	g.lastElastic = msg
+	p.mu.Unlock()
+	if changed {
+		p.recordEvent(pg, v1.EventTypeNormal, "GangElastic", "Scheduling", msg)
+	}
+}
+
+// elasticSummary is "quorum q/min bound, extras e/n bound" for a gang with
+// more members than its quorum.
+func elasticSummary(key types.NamespacedName, members []*v1.Pod, want int) string {
+	bound := 0
+	for _, m := range members {
+		if m.Spec.NodeName != "" {
+			bound++
+		}
+	}
+	quorum := min(bound, want)
+	return fmt.Sprintf("gang %s: quorum %d/%d bound, extras %d/%d bound", key, quorum, want, bound-quorum, len(members)-want)
 }

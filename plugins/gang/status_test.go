@@ -2,6 +2,7 @@ package gang
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -109,5 +110,32 @@ func TestStatusWritesCoalesce(t *testing.T) {
 	}
 	if wait := p.status.holdOff(key, clk.Now()); wait != 0 {
 		t.Errorf("hold-off %s for a deleted PodGroup", wait)
+	}
+}
+
+func TestElasticSummary(t *testing.T) {
+	key := types.NamespacedName{Namespace: "ns", Name: "w"}
+	pods := func(bound, pending int) []*v1.Pod {
+		var out []*v1.Pod
+		for i := range bound + pending {
+			p := gpuPod(fmt.Sprintf("w-%d", i), 1, inGang("w"))
+			if i < bound {
+				p.Spec.NodeName = "n1"
+			}
+			out = append(out, p)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		bound, pending, min int
+		want                string
+	}{
+		{3, 2, 2, "gang ns/w: quorum 2/2 bound, extras 1/3 bound"},
+		{1, 4, 2, "gang ns/w: quorum 1/2 bound, extras 0/3 bound"},
+		{5, 0, 2, "gang ns/w: quorum 2/2 bound, extras 3/3 bound"},
+	} {
+		if got := elasticSummary(key, pods(tc.bound, tc.pending), tc.min); got != tc.want {
+			t.Errorf("%d bound, %d pending, min %d: %q, want %q", tc.bound, tc.pending, tc.min, got, tc.want)
+		}
 	}
 }

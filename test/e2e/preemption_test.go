@@ -546,6 +546,8 @@ func TestPreemptionElasticExtrasFirst(t *testing.T) {
 	holdsFor(t, 2*time.Second, "workers 2+1 bound, the other two wait", gangsBound(ns, func(bound, _ map[string]int) bool {
 		return bound["workers"] == 3
 	}))
+	// The PodGroup shows the quorum and the extras apart.
+	waitEvent(t, ns, "PodGroup", "workers", "GangElastic", []string{"quorum 2/2 bound, extras 1/3 bound"})
 	before := boundUIDs(t, ns)
 
 	prePods(t, ns, sched, "hi", "hi", 2, 2, 1, high)
@@ -564,6 +566,7 @@ func TestPreemptionElasticExtrasFirst(t *testing.T) {
 		t.Errorf("workers kept %d of its 3 bound members (bound now %d), want its quorum of 2 kept and the one extra taken", kept, len(after["workers"]))
 	}
 	waitEvent(t, ns, "PodGroup", "workers", "Preempted", []string{"loses an extra member above its quorum", "gang " + ns + "/hi"})
+	waitEvent(t, ns, "PodGroup", "workers", "GangElastic", []string{"quorum 2/2 bound, extras 0/2 bound"})
 	holdsFor(t, 2*time.Second, "workers keeps its quorum", gangsBound(ns, func(bound, _ map[string]int) bool {
 		return bound["workers"] == 2 && bound["hi"] == 2 && bound["fill"] == 3
 	}))
