@@ -15,7 +15,9 @@
 //
 // A gang whose minMember is below its pod count is placed quorum first, all
 // or nothing; the members above the quorum (extras) are placed one by one as
-// room exists, never by preemption.
+// room exists, never by preemption. The PodGroup status has no field for
+// the split, so a GangElastic event on the PodGroup says "quorum q/min
+// bound, extras e/n bound" whenever it changes.
 //
 // # Preemption
 //
