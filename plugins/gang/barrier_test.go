@@ -174,20 +174,9 @@ func newBarrierEnv(t *testing.T, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup
 	if err != nil {
 		t.Fatal(err)
 	}
-	var objs []runtime.Object
-	for _, pg := range pgs {
-		objs = append(objs, pg)
-	}
-	args, err := DecodeArgs(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	clk := testingclock.NewFakeClock(t0)
 	fh := &allowRecorder{Framework: f}
-	pl, err := newPlugin(ctx, args, fh, pgfake.NewClientset(objs...), clk)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pl := newTestPlugin(t, ctx, fh, clk, pgs)
 	for _, p := range pods {
 		if err := inf.Core().V1().Pods().Informer().GetStore().Add(p); err != nil {
 			t.Fatal(err)
@@ -201,6 +190,25 @@ func newBarrierEnv(t *testing.T, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup
 		t.Fatalf("PodGroup informer did not sync: %v", err)
 	}
 	return &barrierEnv{t: t, ctx: ctx, fh: fh, pl: pl, clk: clk, recorder: rec, act: act, results: make(chan permitResult, 100)}
+}
+
+// newTestPlugin builds the plugin with default args on fh, its PodGroups
+// served by a fake clientset holding pgs.
+func newTestPlugin(t *testing.T, ctx context.Context, fh fwk.Handle, clk *testingclock.FakeClock, pgs []*schedv1alpha1.PodGroup) *Plugin {
+	t.Helper()
+	var objs []runtime.Object
+	for _, pg := range pgs {
+		objs = append(objs, pg)
+	}
+	args, err := DecodeArgs(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := newPlugin(ctx, args, fh, pgfake.NewClientset(objs...), clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pl
 }
 
 // permit runs Permit for pod and records a barrier release: a member let
