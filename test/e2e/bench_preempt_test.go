@@ -529,24 +529,28 @@ func BenchmarkPreemption(b *testing.B) {
 }
 
 // TestBenchSmokePreemption runs the preemption scenario small (4 nodes × 8
-// GPUs full of gangs of 8, 2 high-priority gangs of 16) so its code cannot
-// rot: the cluster fills, the files are written, and native pod-group
-// preemption — the reference muster is compared with — binds the
-// high-priority gangs by evicting at least the minimum, never leaving a
-// low-priority gang partly bound.
+// GPUs full of gangs of 8, one high-priority gang of 16) so its code cannot
+// rot: the cluster fills, the files are written, and both muster and native
+// pod-group preemption (disruptionMode all) bind the high-priority gang by
+// evicting whole low-priority gangs, at least the minimum, never leaving one
+// partly bound.
 func TestBenchSmokePreemption(t *testing.T) {
 	s := preemptSizes{Nodes: 4, GPUsPerNode: 8, LowGangSize: 8, HighGangs: 1, HighGangSize: 16, Reps: 1, Timeout: time.Minute, Workers: 4}
 	out := t.TempDir()
-	rep, err := runPreemptScenario(context.Background(), t, s, []string{variantNative}, out)
+	variants := []string{variantMuster, variantNative}
+	rep, err := runPreemptScenario(context.Background(), t, s, variants, out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Runs) != 1 {
-		t.Fatalf("%d runs, want 1", len(rep.Runs))
+	if len(rep.Runs) != len(variants) {
+		t.Fatalf("%d runs, want %d", len(rep.Runs), len(variants))
 	}
-	run := rep.Runs[0]
-	if !run.Filled || !run.AllHighBound || run.HighBound != 16 || run.EvictedPods < s.minEvictedPods() || run.BrokenLowGangs != 0 || run.Samples == 0 {
-		t.Errorf("native: %+v; want filled, 16 high-priority pods bound, ≥ %d evicted, no low-priority gang left partly bound", run, s.minEvictedPods())
+	for _, run := range rep.Runs {
+		if !run.Filled || !run.AllHighBound || run.HighBound != 16 || run.EvictedPods < s.minEvictedPods() || run.EvictedPods%s.LowGangSize != 0 ||
+			run.BrokenLowGangs != 0 || len(run.Violations) > 0 || run.Samples == 0 {
+			t.Errorf("%s: %+v; want filled, 16 high-priority pods bound, whole low-priority gangs evicted (≥ %d pods), none left partly bound, no rule violation",
+				run.Variant, run, s.minEvictedPods())
+		}
 	}
 	for _, f := range []string{"preempt.csv", "preempt.md", "preempt-curve.svg"} {
 		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
