@@ -130,8 +130,14 @@ func schedulerBinaryConfig(tb testing.TB, variant, schedulerName string, content
 // their scheduler name, then starts the scheduler binary and times it.
 // profileTo, when set, saves muster's CPU profile of the first seconds and
 // its block (lock wait) profile at the end under that file prefix.
-func runSchedBound(ctx context.Context, b *testing.B, bin string, s benchSizes, variant string, rep int, profileTo string) (schedBoundRun, error) {
-	res := schedBoundRun{Variant: variant, Rep: rep, Pods: s.pods()}
+//
+// A variant may carry kube-scheduler feature gates after a "+", e.g.
+// "muster+SchedulerAsyncAPICalls=true" (several joined by "+"): the same
+// scheduler and pods, the binary started with --feature-gates set to them.
+func runSchedBound(ctx context.Context, b *testing.B, bin string, s benchSizes, spec string, rep int, profileTo string) (schedBoundRun, error) {
+	res := schedBoundRun{Variant: spec, Rep: rep, Pods: s.pods()}
+	variant, gates, _ := strings.Cut(spec, "+")
+	gates = strings.ReplaceAll(gates, "+", ",")
 	ns, gangs, err := prepareBenchRun(ctx, b, s, variant, "bench-sb-")
 	if ns != "" {
 		defer cleanupRunOrFail(b, ns)
@@ -152,7 +158,7 @@ func runSchedBound(ctx context.Context, b *testing.B, bin string, s benchSizes, 
 		return res, fmt.Errorf("%s: the tracker saw fewer than %d pods", variant, s.pods())
 	}
 
-	profile := profileTo != "" && variant == variantMuster
+	profile := profileTo != "" && spec == variantMuster
 	args := []string{"--config", schedulerBinaryConfig(b, variant, sched, profile), "--secure-port=0"}
 	port := 0
 	if profile {
@@ -161,7 +167,10 @@ func runSchedBound(ctx context.Context, b *testing.B, bin string, s benchSizes, 
 			"--authorization-always-allow-paths=/healthz,/readyz,/livez,/debug/pprof/*"}
 	}
 	if variant == variantNative {
-		args = append(args, "--feature-gates=GenericWorkload=true")
+		gates = strings.Trim(gates+",GenericWorkload=true", ",")
+	}
+	if gates != "" {
+		args = append(args, "--feature-gates="+gates)
 	}
 	writesBefore := apiWrites()
 	start := time.Now()
@@ -216,8 +225,10 @@ func runSchedBound(ctx context.Context, b *testing.B, bin string, s benchSizes, 
 // BenchmarkSchedulerBound is scenario 1b: MUSTER_BENCH_SB_NODES (1000)
 // nodes × 8 GPUs, MUSTER_BENCH_SB_PODS (4000) pods in gangs of 8, every
 // variant MUSTER_BENCH_REPS (3) times in rotated order, medians reported.
-// MUSTER_BENCH_SB_PROFILE=1 saves muster's CPU and block profiles of its
-// last repetition under MUSTER_BENCH_OUT. Run it with -benchtime=1x.
+// MUSTER_BENCH_VARIANTS picks the variants, each optionally with feature
+// gates (see runSchedBound). MUSTER_BENCH_SB_PROFILE=1 saves muster's CPU
+// and block profiles of its last repetition under MUSTER_BENCH_OUT. Run it
+// with -benchtime=1x.
 func BenchmarkSchedulerBound(b *testing.B) {
 	s := benchSizes{
 		Nodes: envInt("MUSTER_BENCH_SB_NODES", 1000), GPUsPerNode: 8,
@@ -271,8 +282,8 @@ func BenchmarkSchedulerBound(b *testing.B) {
 			b.ReportMetric(float64(s.pods())/last, v+"-pods/s")
 		}
 		if m := med[variantMuster]; m > 0 {
-			for _, v := range []string{variantDefault, variantNative} {
-				if med[v] > 0 {
+			for _, v := range variants {
+				if v != variantMuster && med[v] > 0 {
 					fmt.Fprintf(&md, "\nmuster / %s (start → last bind, medians): %.2f×", v, med[v]/m)
 					b.ReportMetric(med[v]/m, "muster/"+v)
 				}
