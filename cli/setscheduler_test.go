@@ -69,9 +69,6 @@ func TestSetSchedulerEveryTemplate(t *testing.T) {
 	notWritable := map[string]bool{
 		"dynamographdeployment": true,
 		"nimservice":            true, "trainjob": true,
-		// podTemplate is optional in v1beta1: "// {}" keeps a component
-		// without one counted, and cannot be written through.
-		"dynamographdeployment-v1beta1": true,
 		// The NIMCache API has no scheduler name field.
 		"nimcache": true,
 	}
