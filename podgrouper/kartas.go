@@ -89,6 +89,16 @@ func (k *kartas) start(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	served := k.served(ctx, schema.GroupKind{Group: kartav1alpha1.Group, Kind: kartav1alpha1.Kind})
 	legacyServed := k.served(ctx, schema.GroupKind{Group: kartav1alpha1.LegacyGroup, Kind: kartav1alpha1.LegacyKind})
+	if legacyServed {
+		// An install whose role predates the deprecated kind may not be
+		// allowed to list it: an informer would then never sync and the
+		// pod-grouper never start. Ask once; without access the
+		// ResourceInterfaces are left out, and said so.
+		if _, err := k.client.Resource(LegacyResource).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+			logger.Error(err, "The deprecated ResourceInterface CRD is served but cannot be listed; its objects are not read (grant list and watch on resourceinterfaces.optimization.nvidia.com)")
+			legacyServed = false
+		}
+	}
 	if !served && !legacyServed {
 		logger.Info("Karta CRD not installed; using the embedded definitions only")
 		k.queue.ShutDown()

@@ -2,10 +2,12 @@ package podgrouper
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -15,6 +17,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clientfeatures "k8s.io/client-go/features"
 	clientfeaturestesting "k8s.io/client-go/features/testing"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
 
 	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
@@ -91,5 +94,37 @@ func TestKartasReadResourceInterfaces(t *testing.T) {
 				t.Errorf("kinds %v: the Karta named same must win over the ResourceInterface", kinds)
 			}
 		})
+	}
+}
+
+// TestKartasResourceInterfacesForbidden: a pod-grouper not allowed to list
+// ResourceInterfaces still starts, with the Kartas.
+func TestKartasResourceInterfacesForbidden(t *testing.T) {
+	clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, false)
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	m := testMapper().(*meta.DefaultRESTMapper)
+	m.Add(schema.GroupVersionKind{Group: kartav1alpha1.LegacyGroup, Version: kartav1alpha1.Version, Kind: kartav1alpha1.LegacyKind}, meta.RESTScopeRoot)
+	m.Add(schema.GroupVersionKind{Group: kartav1alpha1.Group, Version: kartav1alpha1.Version, Kind: kartav1alpha1.Kind}, meta.RESTScopeRoot)
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{KartaResource: "KartaList", LegacyResource: "ResourceInterfaceList"}, kartaObject("k", validSpec("K")))
+	dyn.PrependReactor("list", LegacyResource.Resource, func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(LegacyResource.GroupResource(), "", errors.New("no role"))
+	})
+	defs := &fakeDefs{result: []Entry{{Name: "k"}}}
+	k := newKartas(dyn, m, defs, nil)
+	defer func() { cancel(); k.shutdown() }()
+	startCtx, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	if err := k.start(startCtx); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	if k.legacy != nil {
+		t.Error("a ResourceInterface informer was started without list access")
+	}
+	defs.mu.Lock()
+	defer defs.mu.Unlock()
+	if len(defs.cluster) != 1 || defs.cluster[0].Name != "k" {
+		t.Errorf("registry got %v, want the Karta k", defs.cluster)
 	}
 }
