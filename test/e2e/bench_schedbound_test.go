@@ -131,8 +131,9 @@ func schedulerBinaryConfig(tb testing.TB, variant, schedulerName string, content
 // profileTo, when set, saves muster's CPU profile of the first seconds and
 // its block (lock wait) profile at the end under that file prefix.
 //
-// A variant may carry kube-scheduler feature gates after a "+", e.g.
-// "muster+SchedulerAsyncAPICalls=true" (several joined by "+"): the same
+// muster runs with the feature gates of the shipped Deployment. A variant
+// may carry more kube-scheduler feature gates after a "+", e.g.
+// "muster+SchedulerAsyncAPICalls=false" (several joined by "+"): the same
 // scheduler and pods, the binary started with --feature-gates set to them.
 func runSchedBound(ctx context.Context, b *testing.B, bin string, s benchSizes, spec string, rep int, profileTo string) (schedBoundRun, error) {
 	res := schedBoundRun{Variant: spec, Rep: rep, Pods: s.pods()}
@@ -166,7 +167,16 @@ func runSchedBound(ctx context.Context, b *testing.B, bin string, s benchSizes, 
 		args = []string{args[0], args[1], "--secure-port", strconv.Itoa(port), "--bind-address=127.0.0.1",
 			"--authorization-always-allow-paths=/healthz,/readyz,/livez,/debug/pprof/*"}
 	}
-	if variant == variantNative {
+	switch variant {
+	case variantMuster:
+		// The shipped settings: the gates the Deployment sets, then the
+		// variant's own (the later value of a gate wins).
+		shipped, err := shippedSchedulerGates()
+		if err != nil {
+			return res, err
+		}
+		gates = strings.Trim(shipped+","+gates, ",")
+	case variantNative:
 		gates = strings.Trim(gates+",GenericWorkload=true", ",")
 	}
 	if gates != "" {

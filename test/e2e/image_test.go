@@ -36,7 +36,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	"sigs.k8s.io/yaml"
@@ -416,21 +415,11 @@ func imageLogSize(t *testing.T, file string) {
 // its objects.
 func imageDeployment(t *testing.T) (*appsv1.Deployment, []*unstructured.Unstructured) {
 	t.Helper()
-	objs, err := manifestrender.Kustomize(manifestsDir())
+	d, objs, err := shippedDeployment()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range objs {
-		if o.GetKind() == "Deployment" && o.GetName() == "muster-scheduler" {
-			var d appsv1.Deployment
-			if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
-				t.Fatal(err)
-			}
-			return &d, objs
-		}
-	}
-	t.Fatal("the kustomize set has no Deployment muster-scheduler")
-	return nil, nil
+	return d, objs
 }
 
 // imageProcess is one container of the Deployment running as a child

@@ -28,9 +28,14 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 
 	"github.com/muster-io/muster/localcluster"
+	"github.com/muster-io/muster/test/manifestrender"
 )
 
 var (
@@ -64,6 +69,16 @@ func runMain(m *testing.M) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	begin := time.Now()
+	// Every in-process scheduler runs with the shipped scheduler's feature
+	// gates (gates are process-wide), so the tests prove what ships.
+	gates, err := shippedSchedulerGates()
+	if err == nil && gates != "" {
+		err = utilfeature.DefaultMutableFeatureGate.Set(gates)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: the shipped scheduler's feature gates: %v\n", err)
+		return 1
+	}
 	cp, err := localcluster.Start(localcluster.Options{
 		// The upstream gang API is served so benchmarks can compare muster
 		// with native PodGroups (scheduling.k8s.io/v1beta1).
@@ -148,4 +163,38 @@ func testPool(t testing.TB, pool string, n int, spec func(i int) localcluster.No
 func gpuPool(t testing.TB, pool string, n, gpus int) {
 	t.Helper()
 	testPool(t, pool, n, func(int) localcluster.NodeSpec { return localcluster.NodeSpec{GPUs: gpus} })
+}
+
+// shippedSchedulerGates is the --feature-gates value of the muster-scheduler
+// container of the rendered kustomize set ("" when it sets none).
+func shippedSchedulerGates() (string, error) {
+	d, _, err := shippedDeployment()
+	if err != nil {
+		return "", err
+	}
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if c.Name == "muster-scheduler" {
+			return imageFlagValue(c.Args, "feature-gates"), nil
+		}
+	}
+	return "", fmt.Errorf("the Deployment muster-scheduler has no container muster-scheduler")
+}
+
+// shippedDeployment returns the rendered kustomize set's Deployment and
+// its objects.
+func shippedDeployment() (*appsv1.Deployment, []*unstructured.Unstructured, error) {
+	objs, err := manifestrender.Kustomize(manifestsDir())
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, o := range objs {
+		if o.GetKind() == "Deployment" && o.GetName() == "muster-scheduler" {
+			var d appsv1.Deployment
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
+				return nil, nil, err
+			}
+			return &d, objs, nil
+		}
+	}
+	return nil, nil, fmt.Errorf("the kustomize set has no Deployment muster-scheduler")
 }
