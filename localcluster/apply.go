@@ -114,10 +114,19 @@ func (cp *ControlPlane) DeleteNamespace(ctx context.Context, ns string) error {
 }
 
 // ForceDeletePods deletes every pod matching selector in ns with grace 0.
+// A collection of tens of thousands of pods can outlast the API server's
+// request timeout on a busy machine; what was deleted stays deleted, so
+// the call is repeated (at most 5 times) on the rest.
 func (cp *ControlPlane) ForceDeletePods(ctx context.Context, ns, selector string) error {
-	err := cp.Client.CoreV1().Pods(ns).DeleteCollection(ctx,
-		metav1.DeleteOptions{GracePeriodSeconds: new(int64)},
-		metav1.ListOptions{LabelSelector: selector})
+	var err error
+	for range 5 {
+		err = cp.Client.CoreV1().Pods(ns).DeleteCollection(ctx,
+			metav1.DeleteOptions{GracePeriodSeconds: new(int64)},
+			metav1.ListOptions{LabelSelector: selector})
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("force-delete pods %q in %s: %w", selector, ns, err)
 	}
