@@ -68,7 +68,7 @@ fmt:
 run:
 	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/muster-sandbox $(ARGS)
 
-## bench: every benchmark of BENCHMARKS.md (not part of make test; ~20 min on
+## bench: every benchmark of BENCHMARKS.md (not part of make test; ~40 min on
 ## 2 cores). Results (CSV, SVG, Markdown tables) go to benchmarks/, the raw
 ## output to benchmarks/bench.txt. Sizes: MUSTER_BENCH_* (see BENCHMARKS.md).
 BENCH_OUT ?= $(CURDIR)/benchmarks
@@ -77,9 +77,9 @@ bench: build
 	set -o pipefail; { $(GO) test -run '^$$' -bench 'GangForPod|EvaluateBombs' -benchmem -count 3 ./definition/ && \
 	  $(GO) test -run '^$$' -bench 'VictimSearch' -benchtime 10x -benchmem -ldflags '$(K8S_LDFLAGS)' ./plugins/gang/ && \
 	  MUSTER_BENCH_OUT=$(BENCH_OUT) MUSTER_BENCH_BIN=$(abspath $(BIN)) $(GO) test -timeout 120m -run '^$$' \
-	    -bench '^(BenchmarkSchedulerThroughput|BenchmarkContention|BenchmarkPodGrouperRates|BenchmarkHostileKarta|BenchmarkMemory|BenchmarkPreemption)$$' \
+	    -bench '^(BenchmarkSchedulerThroughput|BenchmarkSchedulerBound|BenchmarkContention|BenchmarkPodGrouperRates|BenchmarkPodGrouperCatchUp|BenchmarkHostileKarta|BenchmarkMemory|BenchmarkPreemption)$$' \
 	    -benchtime 1x -benchmem -ldflags '$(K8S_LDFLAGS)' ./test/e2e/ && \
-	  $(GO) test -run '^$$' -bench 'Describe1000' -benchtime 5x -benchmem -ldflags '$(K8S_LDFLAGS)' ./test/e2e/ ; } 2>&1 | tee $(BENCH_OUT)/bench.txt
+	  $(GO) test -run '^$$' -bench 'Describe1000|BenchmarkFit$$' -benchtime 5x -benchmem -ldflags '$(K8S_LDFLAGS)' ./test/e2e/ ; } 2>&1 | tee $(BENCH_OUT)/bench.txt
 
 ## bench-smoke: the benchmark machinery at tiny sizes (also part of make test)
 .PHONY: bench-smoke
