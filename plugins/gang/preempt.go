@@ -243,7 +243,7 @@ func (p *Plugin) preemptForGang(ctx context.Context, pod *v1.Pod, key types.Name
 	}
 	victims := victimPods(res.units)
 	f := &inflight{victims: victims, until: now.Add(maxGrace(victims) + preemptWait), desc: describeUnits(res.units)}
-	g.verdict, g.preemptVerdict, g.lastMessage = nil, nil, ""
+	g.verdict, g.preemptVerdict, g.lastMessage, g.refused = nil, nil, "", nil
 	g.plan = res.plan
 	g.planExpires = f.until.Add(p.permitTimeout(pg) + p.backoff())
 	g.planPods = map[types.UID]fwk.PodInfo{}

@@ -112,3 +112,57 @@ func TestMembershipChangeRefreshesRefusal(t *testing.T) {
 		t.Errorf("verdict %q kept after a member joined", v)
 	}
 }
+
+// A fresh "no placement" verdict activates only the members not refused yet:
+// a member already refused shows why its gang waits, and the capacity hints
+// queue it again when room may come. Activating every member on every fresh
+// verdict fed on itself while capacity churned (each activated member that
+// found the verdict stale planned again and activated the others again).
+func TestFreshVerdictActivatesOnlyMembersNotRefused(t *testing.T) {
+	pods := members("g", 3, 2)
+	e := newBarrierEnv(t, []*v1.Node{gpuNode("n1", 4)}, []*schedv1alpha1.PodGroup{podGroup("g", 3)}, pods)
+	refuse := func(p *v1.Pod) {
+		t.Helper()
+		if st, _ := e.schedule(p); st.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st.Message(), "for 3 members") {
+			t.Fatalf("%s: 3 × 2 GPUs on 4: %v, want no placement", p.Name, st)
+		}
+	}
+	// The informer's adds completed the quorum and activated every member.
+	waitActivated(t, e, []string{"g-a", "g-b", "g-c"})
+	refuse(pods[0])
+	if got, want := e.act.take(), []string{"g-b", "g-c"}; !slices.Equal(got, want) {
+		t.Fatalf("first verdict activated %v, want the other members %v", got, want)
+	}
+	refuse(pods[1]) // the cached verdict
+	if got := e.act.take(); len(got) != 0 {
+		t.Fatalf("a cached verdict activated %v", got)
+	}
+	// Capacity changed somewhere: the verdict is stale and the next member
+	// plans again, to the same answer.
+	e.pl.capacityChanged()
+	refuse(pods[0])
+	if got, want := e.act.take(), []string{"g-c"}; !slices.Equal(got, want) {
+		t.Errorf("fresh verdict activated %v, want only the member never refused %v", got, want)
+	}
+	refuse(pods[2])
+	e.pl.capacityChanged()
+	refuse(pods[1])
+	if got := e.act.take(); len(got) != 0 {
+		t.Errorf("fresh verdict with every member refused activated %v", got)
+	}
+}
+
+// waitActivated waits until the plugin has activated exactly want (sorted)
+// since the last take.
+func waitActivated(t *testing.T, e *barrierEnv, want []string) {
+	t.Helper()
+	var got []string
+	if err := wait.PollUntilContextTimeout(e.ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		got = append(got, e.act.take()...)
+		slices.Sort(got)
+		got = slices.Compact(got)
+		return slices.Equal(got, want), nil
+	}); err != nil {
+		t.Fatalf("activated %v, want %v: %v", got, want, err)
+	}
+}

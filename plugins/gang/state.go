@@ -25,6 +25,11 @@ type gangState struct {
 	reserved map[types.UID]string
 	// verdict is the last "no placement" answer, reused for siblings.
 	verdict *verdict
+	// refused are the pending members answered with a "no placement"
+	// verdict since the gang's last plan: their PodScheduled condition
+	// already says why the gang waits, so a fresh verdict need not
+	// activate them (see planFor).
+	refused map[types.UID]bool
 	// lastMessage is the last reason recorded as an event on the PodGroup.
 	lastMessage string
 	// partialSince is when the gang was first seen partly bound.
@@ -41,6 +46,14 @@ type gangState struct {
 	preemptVerdict *verdict
 	// lastElastic is the last GangElastic summary recorded.
 	lastElastic string
+}
+
+// noteRefused records that member uid was answered with the gang's verdict.
+func (g *gangState) noteRefused(uid types.UID) {
+	if g.refused == nil {
+		g.refused = map[types.UID]bool{}
+	}
+	g.refused[uid] = true
 }
 
 // barrier is a gang's wait at Permit: one deadline for all its members.
@@ -97,7 +110,8 @@ func (p *Plugin) forgetVerdictLocked(key types.NamespacedName, g *gangState) {
 	if g.verdict == nil {
 		return
 	}
-	g.verdict = nil
+	// Every member is activated below and should show the next verdict.
+	g.verdict, g.refused = nil, nil
 	var pending []*v1.Pod
 	for _, m := range p.members(key) {
 		if m.Spec.NodeName == "" {
