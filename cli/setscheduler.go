@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -223,6 +224,9 @@ func (o *SetSchedulerOptions) Run(ctx context.Context) error {
 			}
 			out, err := c.ApplyTemplatePatch(ctx, obj, o.patch)
 			if err != nil {
+				if note := notWritableNote(c, err); note != "" {
+					err = fmt.Errorf("%w; %s", err, note)
+				}
 				return withCode(ExitInvalid, fmt.Errorf("%s (definition %s): %w", what, defName, err))
 			}
 			written++
@@ -249,6 +253,25 @@ func (o *SetSchedulerOptions) Run(ctx context.Context) error {
 		return printJSONManifest(o.Out, docs)
 	}
 	return printYAMLManifest(o.Out, docs)
+}
+
+// annotationSetSchedulerNote is a definition annotation that says what to
+// do when its kind cannot carry a scheduler name to every pod: the API has
+// no such field, or the operator drops it on some pods. Which kinds those
+// are is framework knowledge, so it lives in the definition, not here.
+const annotationSetSchedulerNote = "muster.io/set-scheduler-note"
+
+// notWritableNote returns the definition's note for a write-back error,
+// or "" when the error is of another kind or the definition has none.
+func notWritableNote(c *definition.Compiled, err error) string {
+	if !errors.Is(err, definition.ErrNotWritable) {
+		return ""
+	}
+	k := c.Definition()
+	if k == nil {
+		return ""
+	}
+	return strings.Join(strings.Fields(k.Annotations[annotationSetSchedulerNote]), " ")
 }
 
 // readManifest splits a manifest into documents, keeping each document's

@@ -67,8 +67,12 @@ func TestSetSchedulerEveryTemplate(t *testing.T) {
 	// field (the operator gives worker pods none). When one becomes
 	// writable, take it off this list.
 	notWritable := map[string]bool{
-		"dynamographdeployment": true,
-		"nimservice":            true, "trainjob": true,
+		// The fixture is multi-node: the operator gives worker pods no
+		// scheduler name (TestSetSchedulerNote).
+		"nimservice": true,
+		// The TrainJob API has no scheduler name field; the runtime's
+		// template has it (TestSetSchedulerNote).
+		"trainjob": true,
 		// The NIMCache API has no scheduler name field.
 		"nimcache": true,
 	}
@@ -228,5 +232,56 @@ func TestSetSchedulerJSONList(t *testing.T) {
 	}
 	if !strings.Contains(res.stderr, "warning:") || !strings.Contains(res.stderr, "Widget/w") {
 		t.Errorf("stderr %q lacks the warning about Widget/w", res.stderr)
+	}
+}
+
+// TestSetSchedulerNote checks that a kind which cannot carry a scheduler
+// name to every pod is refused with its definition's note (what to do
+// instead), and that the note is the definition's, not the CLI's: the same
+// definition without the annotation fails without it.
+func TestSetSchedulerNote(t *testing.T) {
+	reg, err := catalog.NewRegistry(definition.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"trainjob", "nimservice"} {
+		t.Run(kind, func(t *testing.T) {
+			fixture := filepath.Join(repoRoot(t), "catalog", "testdata", kind, "object.yaml")
+			ent, ok := reg.Get(kind)
+			if !ok {
+				t.Fatalf("no catalog definition %s", kind)
+			}
+			note := strings.Join(strings.Fields(ent.Compiled.Definition().Annotations[annotationSetSchedulerNote]), " ")
+			if note == "" {
+				t.Fatalf("catalog/%s.yaml has no %s", kind, annotationSetSchedulerNote)
+			}
+			res := run(t, nil, "", "set-scheduler", "-f", fixture)
+			if res.code != ExitInvalid || res.stdout != "" || !strings.Contains(res.stderr, note) {
+				t.Fatalf("want exit 1, nothing printed and the note %q; got exit %d, stdout %q, stderr %q", note, res.code, res.stdout, res.stderr)
+			}
+
+			// The same definition without the note.
+			raw, err := catalog.EmbeddedFile(kind)
+			if err != nil {
+				t.Fatal(err)
+			}
+			def := map[string]any{}
+			if err := yaml.Unmarshal(raw, &def); err != nil {
+				t.Fatal(err)
+			}
+			unstructured.RemoveNestedField(def, "metadata", "annotations", annotationSetSchedulerNote)
+			bare, err := yaml.Marshal(def)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defFile := filepath.Join(t.TempDir(), kind+".yaml")
+			if err := os.WriteFile(defFile, bare, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			res = run(t, nil, "", "set-scheduler", "-f", fixture, "--definition", defFile)
+			if res.code != ExitInvalid || !strings.Contains(res.stderr, "path cannot be written") || strings.Contains(res.stderr, note) {
+				t.Errorf("without the annotation: want exit 1 and no note; got exit %d, stderr %q", res.code, res.stderr)
+			}
+		})
 	}
 }
