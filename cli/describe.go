@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -285,6 +286,7 @@ func (o *DescribeOptions) runLive(ctx context.Context) (*Description, error) {
 			warnings = append(warnings, f.podGroupsErr.Error())
 		} else {
 			in.PodGroups = workloadPodGroups(root, f.podGroups, in.Pods)
+			in.GangPods = podsByPodGroup(f.pods, in.PodGroups)
 		}
 		in.SchedulingEvents, err = f.events, f.eventsErr
 		if err != nil {
@@ -374,8 +376,43 @@ func startLiveFetch(ctx context.Context, c *Cluster, m *meta.RESTMapping, ns, na
 	return f
 }
 
-// workloadPods keeps the pods whose controller owner chain reaches root.
+// podsByPodGroup maps each PodGroup of pgs to the pods of the namespace
+// labelled with it.
+func podsByPodGroup(pods []corev1.Pod, pgs map[string]*podGroupInfo) map[string][]*corev1.Pod {
+	out := map[string][]*corev1.Pod{}
+	for i := range pods {
+		if n := pods[i].Labels[api.LabelPodGroup]; n != "" && pgs[n] != nil {
+			out[n] = append(out[n], &pods[i])
+		}
+	}
+	return out
+}
+
+// isPod says whether obj is a core v1 Pod.
+func isPod(obj *unstructured.Unstructured) bool {
+	gvk := obj.GroupVersionKind()
+	return gvk.Group == "" && gvk.Kind == "Pod"
+}
+
+// workloadPods keeps the pods whose controller owner chain reaches root. A
+// pod described as a workload of its own is its only pod: pods it owns
+// (through an object it controls, as a leader pod owns its workers' set)
+// are components of the workload above it, not of this view.
 func workloadPods(ctx context.Context, owners *ownerIndex, root *unstructured.Unstructured, pods []corev1.Pod) ([]*corev1.Pod, error) {
+	if isPod(root) {
+		for i := range pods {
+			if pods[i].UID == root.GetUID() {
+				return []*corev1.Pod{&pods[i]}, nil
+			}
+		}
+		// Listed from the server's cache, a pod just created may be
+		// missing there; the object itself was read.
+		p := &corev1.Pod{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(root.Object, p); err != nil {
+			return nil, fmt.Errorf("pod %s: %v", root.GetName(), err)
+		}
+		return []*corev1.Pod{p}, nil
+	}
 	w := newOwnerWalker(owners.lookup)
 	for i := range pods {
 		w.remember(&pods[i])
@@ -446,6 +483,10 @@ func podGroupFrom(pg *unstructured.Unstructured) *podGroupInfo {
 		}
 	}
 	info.Phase, _, _ = unstructured.NestedString(pg.Object, "status", "phase")
+	if prio, ok := api.PodGroupPriority(pg.GetAnnotations()); ok {
+		info.Priority = &prio
+		info.PriorityClass = pg.GetAnnotations()[api.AnnotationPriorityClass]
+	}
 	return info
 }
 

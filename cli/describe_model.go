@@ -30,6 +30,10 @@ type podGroupInfo struct {
 	MinMember    int32
 	MinResources map[string]string
 	Phase        string
+	// Priority and PriorityClass are what the pod-grouper recorded
+	// (api.AnnotationPriority); Priority is nil when none is.
+	Priority      *int32
+	PriorityClass string
 }
 
 // describeInput is everything describe needs, gathered live or offline;
@@ -43,6 +47,11 @@ type describeInput struct {
 	Pods []*corev1.Pod
 	// PodGroups of the workload, by name (live only).
 	PodGroups map[string]*podGroupInfo
+	// GangPods maps a PodGroup name to every pod of the namespace
+	// labelled with it (live only): a gang is counted over all its
+	// members, as the scheduler counts it, also when the view holds only
+	// some of them (describe pod/<one member>).
+	GangPods map[string][]*corev1.Pod
 	// SchedulingEvents maps "Pod/<name>" and "PodGroup/<name>" to the
 	// latest FailedScheduling message.
 	SchedulingEvents map[string]string
@@ -284,7 +293,8 @@ func buildDescription(ctx context.Context, in describeInput) (*Description, erro
 	sort.Strings(pgNames)
 	for _, n := range pgNames {
 		pg := in.PodGroups[n]
-		gv := GangView{Name: n, MinMember: pg.MinMember, MinResources: pg.MinResources, Phase: pg.Phase, PodGroupFound: true}
+		gv := GangView{Name: n, MinMember: pg.MinMember, MinResources: pg.MinResources, Phase: pg.Phase, PodGroupFound: true,
+			Priority: pg.Priority, PriorityClass: pg.PriorityClass}
 		if gv.Phase == "" {
 			gv.Phase = "Pending"
 		}
@@ -310,7 +320,7 @@ func buildDescription(ctx context.Context, in describeInput) (*Description, erro
 		d.Warnings = append(d.Warnings, fmt.Sprintf("gang plans: %v", err))
 	}
 	for _, p := range plans {
-		pg, _ := naming.WholeWorkloadName(root.GetName(), in.Compiled.Definition(), p.Definition)
+		pg := planPodGroupName(root.GetName(), in.Compiled.Definition(), p.Definition)
 		d.Plans = append(d.Plans, GangPlanView{
 			Definition: p.Definition, PodGroup: pg, Members: nonNil(p.Members), Instances: p.Instances, MinMember: p.MinMember,
 			MinResources: resourceMap(p.MinResources), TopologyRequired: p.TopologyRequired, TopologyPreferred: p.TopologyPreferred,
@@ -391,10 +401,16 @@ func (a *gangAgg) view(in describeInput) GangView {
 		if len(pg.MinResources) > 0 {
 			gv.MinResources = pg.MinResources
 		}
+		gv.Priority, gv.PriorityClass = pg.Priority, pg.PriorityClass
 	}
 	// Counted from the pods as they are now, so bound never exceeds the
-	// members however the gang was scaled.
-	for _, p := range a.pods {
+	// members however the gang was scaled; over every member of the
+	// PodGroup when it is known, not only the members in this view.
+	members := a.pods
+	if ps, ok := in.GangPods[gv.Name]; ok && pg != nil {
+		members = ps
+	}
+	for _, p := range members {
 		if !gangMember(p) {
 			continue
 		}
@@ -417,7 +433,43 @@ func (a *gangAgg) view(in describeInput) GangView {
 	if int32(gv.Bound) < gv.MinMember {
 		gv.Reason = a.pendingReason(in, gv, pg != nil)
 	}
+	gv.Elastic = elasticOf(gv)
 	return gv
+}
+
+// elasticOf splits an elastic gang (more members than its minMember) into
+// the quorum, placed all or nothing, and the extras above it, placed one by
+// one; nil for any other gang. The counts are the ones the scheduler puts in
+// its GangElastic event (plugins/gang: elasticSummary), so both read alike.
+func elasticOf(gv GangView) *ElasticView {
+	if gv.MinMember <= 0 || int32(gv.Pods) <= gv.MinMember {
+		return nil
+	}
+	quorum := min(int32(gv.Bound), gv.MinMember)
+	return &ElasticView{
+		Quorum: gv.MinMember, QuorumBound: quorum,
+		Extras: int32(gv.Pods) - gv.MinMember, ExtrasBound: int32(gv.Bound) - quorum,
+	}
+}
+
+// planPodGroupName is the PodGroup name of a gang plan when the spec alone
+// tells it, else "" (a grouped gang: one PodGroup per key, named after pod
+// values). A definition without gangs gets one only through the
+// muster.io/min-member override: the whole workload, named after the root
+// component, which the pod-grouper names as every whole-workload gang.
+func planPodGroupName(workload string, k *kartav1alpha1.Karta, gangDef string) string {
+	if n, ok := naming.WholeWorkloadName(workload, k, gangDef); ok {
+		return n
+	}
+	if k != nil && gangDef == k.Spec.StructureDefinition.RootComponent.Name && !hasGangInstruction(k) {
+		return naming.PodGroupName(workload, k, gangDef, nil)
+	}
+	return ""
+}
+
+func hasGangInstruction(k *kartav1alpha1.Karta) bool {
+	oi := k.Spec.OptimizationInstructions
+	return oi != nil && oi.GangScheduling != nil && (len(oi.GangScheduling.PodGroups) > 0 || oi.GangScheduling.PodGroup != nil)
 }
 
 // gangMember says whether a pod of a gang counts as one of its members: a

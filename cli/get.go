@@ -394,13 +394,21 @@ func (o *GetOptions) run(ctx context.Context) error {
 		}
 		for i := range pods.Items {
 			p := &pods.Items[i]
+			if wi, ok := byUID[p.UID]; ok {
+				// A pod listed as a workload is its own only pod (as
+				// describe shows it): pods below it belong higher up.
+				podsOf[wi] = append(podsOf[wi], p)
+				continue
+			}
 			chain, err := walker.chain(ctx, p)
 			if err != nil {
 				o.env.warnf("pod %s/%s: %v", p.Namespace, p.Name, err)
 			}
 			for _, u := range chain {
 				if wi, ok := byUID[u]; ok {
-					podsOf[wi] = append(podsOf[wi], p)
+					if !isPod(wls[wi].obj) {
+						podsOf[wi] = append(podsOf[wi], p)
+					}
 					break
 				}
 			}
@@ -553,6 +561,9 @@ func workloadRow(ctx context.Context, obj *unstructured.Unstructured, ent *catal
 		r.Gangs = len(pgs)
 	}
 	for _, pg := range pgs {
+		if pg.Priority != nil && (r.Priority == nil || *pg.Priority > *r.Priority) {
+			r.Priority = pg.Priority
+		}
 		switch {
 		case pg.MinMember > 0 && int32(boundByPG[pg.Name]) >= pg.MinMember:
 			r.GangsBound++

@@ -87,12 +87,37 @@ func renderDescription(w io.Writer, p painter, d *Description, wide bool, compon
 
 	if len(d.Gangs) > 0 {
 		fmt.Fprintln(w, "\nGangs:")
+		// PRIORITY and ELASTIC only when a gang has one: most gangs have
+		// neither, and an empty column says nothing.
+		withPrio, withElastic := false, false
+		for _, g := range d.Gangs {
+			withPrio = withPrio || g.Priority != nil
+			withElastic = withElastic || g.Elastic != nil
+		}
 		t := &table{indent: "  "}
-		t.addPlain("NAME", "MIN-MEMBER", "BOUND", "PHASE", "MIN-RESOURCES", "REASON")
+		head := []string{"NAME", "MIN-MEMBER", "BOUND"}
+		if withElastic {
+			head = append(head, "ELASTIC")
+		}
+		if withPrio {
+			head = append(head, "PRIORITY")
+		}
+		t.addPlain(append(head, "PHASE", "MIN-RESOURCES", "REASON")...)
 		for _, g := range d.Gangs {
 			reason := g.Reason
-			t.add(plain(g.Name), plain(fmt.Sprint(g.MinMember)), plain(boundCell(g)),
-				painted(g.Phase, p.status(g.Phase)), plain(resourceString(g.MinResources)), painted(reason, p.bad(reason)))
+			cells := []cell{plain(g.Name), plain(fmt.Sprint(g.MinMember)), plain(boundCell(g))}
+			if withElastic {
+				el := ""
+				if g.Elastic != nil {
+					el = g.Elastic.String()
+				}
+				cells = append(cells, plain(el))
+			}
+			if withPrio {
+				cells = append(cells, plain(priorityCell(g.Priority, g.PriorityClass)))
+			}
+			cells = append(cells, painted(g.Phase, p.status(g.Phase)), plain(resourceString(g.MinResources)), painted(reason, p.bad(reason)))
+			t.add(cells...)
 		}
 		_ = t.write(w)
 	}
@@ -150,9 +175,24 @@ func renderDescription(w io.Writer, p painter, d *Description, wide bool, compon
 	return nil
 }
 
+// priorityCell shows a gang's priority and its class: "1000 (high)".
+func priorityCell(prio *int32, class string) string {
+	if prio == nil {
+		return "-"
+	}
+	if class == "" {
+		return fmt.Sprint(*prio)
+	}
+	return fmt.Sprintf("%d (%s)", *prio, class)
+}
+
 func podsSummary(d *Description) string {
 	t := d.Totals
 	switch {
+	case d.Live && t.Pods == 1 && t.ObservedPods <= 1:
+		// One pod (a bare pod, a one-pod workload): say what it is
+		// rather than "1/1 ready, 1 bound (1 found)".
+		return onePodSummary(d)
 	case d.Live:
 		return fmt.Sprintf("%d/%d ready, %d bound (%d found)", t.ReadyPods, t.Pods, t.BoundPods, t.ObservedPods)
 	case t.ObservedPods > 0:
@@ -163,6 +203,27 @@ func podsSummary(d *Description) string {
 		s += fmt.Sprintf(" (min %d)", t.MinPods)
 	}
 	return s
+}
+
+// onePodSummary is the Pods line of a live workload of one pod.
+func onePodSummary(d *Description) string {
+	var pv *PodView
+	for ci := range d.Components {
+		for ii := range d.Components[ci].Instances {
+			if items := d.Components[ci].Instances[ii].Items; len(items) > 0 {
+				pv = &items[0]
+			}
+		}
+	}
+	switch {
+	case d.Totals.ObservedPods == 0 || pv == nil:
+		return "1 pod, not created yet"
+	case pv.Ready:
+		return "1 pod, ready, on node " + pv.Node
+	case pv.Node != "":
+		return "1 pod, not ready, on node " + pv.Node
+	}
+	return "1 pod, not ready, not on a node yet"
 }
 
 // renderTree adds the components → instances → pods rows. componentLimit
@@ -382,7 +443,7 @@ func renderWorkloads(w io.Writer, p painter, rows []WorkloadRow, allNamespaces, 
 	}
 	head = append(head, "KIND", "NAME", "STATUS", "PODS", "GPUS", "GANGS", "AGE")
 	if wide {
-		head = append(head, "DEFINITION", "NODES")
+		head = append(head, "PRIORITY", "DEFINITION", "NODES")
 	}
 	t.addPlain(head...)
 	for _, r := range rows {
@@ -415,7 +476,7 @@ func renderWorkloads(w io.Writer, p painter, rows []WorkloadRow, allNamespaces, 
 		cells = append(cells, plain(r.Kind), plain(r.Name), painted(status, shownStatus),
 			plain(fmt.Sprintf("%d/%d", r.ReadyPods, r.Pods)), plain(fmt.Sprint(r.GPUs)), plain(gangs), plain(age))
 		if wide {
-			cells = append(cells, plain(r.Definition), plain(nodeList(r.Nodes)))
+			cells = append(cells, plain(priorityCell(r.Priority, "")), plain(r.Definition), plain(nodeList(r.Nodes)))
 		}
 		t.add(cells...)
 	}

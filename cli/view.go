@@ -1,5 +1,7 @@
 package cli
 
+import "fmt"
+
 // The JSON (and YAML) output of the commands. These structs ARE the stable
 // output contract documented in README.md: add fields freely, never rename
 // or remove one, and keep the units in the names.
@@ -93,7 +95,8 @@ type PodCounts struct {
 // worker group); ID is empty for a single-instance component.
 type InstanceView struct {
 	ID string `json:"id"`
-	// Replicas is per instance of the parent, as the definition reads it.
+	// Replicas is this instance's own count in the whole workload, as the
+	// definition reads it (a total, not multiplied by the parent's).
 	Replicas    int32  `json:"replicas"`
 	MinReplicas *int32 `json:"minReplicas,omitempty"`
 	MaxReplicas *int32 `json:"maxReplicas,omitempty"`
@@ -153,6 +156,30 @@ type GangView struct {
 	Reason string `json:"reason,omitempty"`
 	// PodGroupFound says whether the PodGroup exists in the cluster.
 	PodGroupFound bool `json:"podGroupFound"`
+	// Priority is the gang's priority the pod-grouper recorded on the
+	// PodGroup (the highest of its members'), PriorityClass the class it
+	// came from; absent when none is recorded (offline, or no member has
+	// a priority).
+	Priority      *int32 `json:"priority,omitempty"`
+	PriorityClass string `json:"priorityClass,omitempty"`
+	// Elastic is set for a gang with more members than its minMember.
+	Elastic *ElasticView `json:"elastic,omitempty"`
+}
+
+// ElasticView splits an elastic gang: the quorum (minMember members) is
+// placed all or nothing, the extras above it one by one as room exists,
+// and under pressure the extras are preempted first.
+type ElasticView struct {
+	Quorum      int32 `json:"quorum"`
+	QuorumBound int32 `json:"quorumBound"`
+	Extras      int32 `json:"extras"`
+	ExtrasBound int32 `json:"extrasBound"`
+}
+
+// String is the scheduler's GangElastic wording without the gang's name:
+// "quorum 2/2 bound, extras 1/3 bound".
+func (e *ElasticView) String() string {
+	return fmt.Sprintf("quorum %d/%d bound, extras %d/%d bound", e.QuorumBound, e.Quorum, e.ExtrasBound, e.Extras)
 }
 
 // GangPlanView is what a gang definition yields on the spec alone: how many
@@ -188,11 +215,14 @@ type WorkloadRow struct {
 	GangsBound int `json:"gangsBound"`
 	// GangsUnschedulable counts gangs not bound whose pending members the
 	// scheduler marked Unschedulable: they are stuck, not starting.
-	GangsUnschedulable int      `json:"gangsUnschedulable,omitempty"`
-	Created            string   `json:"created,omitempty"`
-	Age                string   `json:"age,omitempty"`
-	Nodes              []string `json:"nodes,omitempty"`
-	Error              string   `json:"error,omitempty"`
+	GangsUnschedulable int `json:"gangsUnschedulable,omitempty"`
+	// Priority is the highest priority the pod-grouper recorded on the
+	// workload's PodGroups; absent when none is recorded.
+	Priority *int32   `json:"priority,omitempty"`
+	Created  string   `json:"created,omitempty"`
+	Age      string   `json:"age,omitempty"`
+	Nodes    []string `json:"nodes,omitempty"`
+	Error    string   `json:"error,omitempty"`
 }
 
 // WorkloadList is the JSON of "muster get".
