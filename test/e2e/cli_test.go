@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
@@ -465,5 +466,101 @@ func TestCLIGetKliFlags(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != cli.ExitNoDefinition || rep.Error != "NoDefinition" || rep.Kind != "ConfigMap" ||
 		!strings.Contains(errOut, "no definition for ConfigMap") {
 		t.Errorf("get configmaps -o json: exit %d, stdout %q (%v), stderr %q", code, out, err, errOut)
+	}
+}
+
+// TestCLIDescribeElasticPriorityAndPods: an elastic gang (minMember 2 of 3
+// members) whose PodGroup carries the priority annotations the pod-grouper
+// writes: describe shows the priority and the quorum and extras in the very
+// words of the scheduler's GangElastic event. A bare pod and a pod that
+// controls another pod (as a leader pod owns its workers) each describe as
+// their own one pod, and get lists each as 1/1.
+func TestCLIDescribeElasticPriorityAndPods(t *testing.T) {
+	ctx := context.Background()
+	ns, sched := gangTest(t, "cli-elastic-", 3, 4, nil)
+	createJobSetWorkload(t, jobSet(ns, "elastic", ns, sched, "elastic-gang", 2, 4), "elastic-gang", 2, "")
+	pgs := controlPlane.Dynamic.Resource(schema.GroupVersionResource{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Resource: "podgroups"}).Namespace(ns)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"1000",%q:"high"}}}`, api.AnnotationPriority, api.AnnotationPriorityClass)
+	if _, err := pgs.Patch(ctx, "elastic-gang", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPods(t, ns, 3, "ready", podutil.IsPodReady)
+
+	d := describeJSON(t, ns, "jobset/elastic")
+	if len(d.Gangs) != 1 {
+		t.Fatalf("gangs %+v; want one", d.Gangs)
+	}
+	g := d.Gangs[0]
+	if g.Priority == nil || *g.Priority != 1000 || g.PriorityClass != "high" {
+		t.Errorf("gang priority %v class %q; want 1000 (high)", g.Priority, g.PriorityClass)
+	}
+	want := cli.ElasticView{Quorum: 2, QuorumBound: 2, Extras: 1, ExtrasBound: 1}
+	if g.Elastic == nil || *g.Elastic != want {
+		t.Fatalf("gang elastic %+v; want %+v", g.Elastic, want)
+	}
+	// The scheduler says the same, in the same words.
+	waitEvent(t, ns, "PodGroup", "elastic-gang", "GangElastic", []string{ns + "/elastic-gang: " + g.Elastic.String()})
+	out, errOut, code := muster(t, "describe", "jobset/elastic", "-n", ns, "--color", "never")
+	if code != 0 || !strings.Contains(out, "quorum 2/2 bound, extras 1/1 bound") || !strings.Contains(out, "1000 (high)") {
+		t.Errorf("describe table (exit %d, %s) lacks the elastic split or the priority:\n%s", code, errOut, out)
+	}
+	out, errOut, code = muster(t, "get", "jobsets", "-n", ns, "-o", "wide", "--color", "never")
+	if code != 0 || !strings.Contains(out, "PRIORITY") || !strings.Contains(out, " 1000 ") {
+		t.Errorf("get -o wide (exit %d, %s) lacks the priority:\n%s", code, errOut, out)
+	}
+
+	// Pods bound by name (no scheduler involved) on the pool's nodes.
+	_, tol := localcluster.PoolPlacement(ns)
+	pod := func(name, node string, owner *corev1.Pod) *corev1.Pod {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: corev1.PodSpec{NodeName: node, Tolerations: []corev1.Toleration{tol},
+				Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/app"}}},
+		}
+		if owner != nil {
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: owner.Name, UID: owner.UID, Controller: ptrTo(true)}}
+		}
+		created, err := controlPlane.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return created
+	}
+	pod("bare", ns+"-0", nil)
+	leader := pod("leader", ns+"-1", nil)
+	pod("leader-1", ns+"-2", leader)
+	waitPods(t, ns, 6, "ready", podutil.IsPodReady)
+	for _, name := range []string{"bare", "leader"} {
+		d := describeJSON(t, ns, "pod/"+name)
+		var names []string
+		for _, c := range d.Components {
+			for _, in := range c.Instances {
+				for _, p := range in.Items {
+					names = append(names, p.Name)
+				}
+			}
+		}
+		if strings.Join(names, ",") != name || d.Totals.ObservedPods != 1 || d.Totals.ReadyPods != 1 || d.Totals.BoundPods != 1 {
+			t.Errorf("describe pod/%s: pods %v, totals %+v; want only %s, found, ready and bound", name, names, d.Totals, name)
+		}
+		out, _, _ := muster(t, "describe", "pod/"+name, "-n", ns, "--color", "never")
+		if !strings.Contains(out, "1 pod, ready, on node ") {
+			t.Errorf("describe pod/%s: no plain Pods line:\n%s", name, out)
+		}
+	}
+	out, errOut, code = muster(t, "get", "pods", "-n", ns, "-o", "json")
+	var l cli.WorkloadList
+	if code != 0 {
+		t.Fatalf("get pods: exit %d: %s", code, errOut)
+	}
+	if err := json.Unmarshal([]byte(out), &l); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, r := range l.Items {
+		got[r.Name] = fmt.Sprintf("%d/%d", r.ReadyPods, r.Pods)
+	}
+	if len(got) != 2 || got["bare"] != "1/1" || got["leader"] != "1/1" {
+		t.Errorf("get pods: %v; want bare 1/1 and leader 1/1 (leader-1 belongs to the leader)", got)
 	}
 }
