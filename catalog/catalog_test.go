@@ -177,6 +177,23 @@ func TestFixtures(t *testing.T) {
 				t.Fatalf("no definition named %q for folder %s", name, dir)
 			}
 			runFixture(t, dir, entry)
+			// Variants of the same kind (a RayJob on an existing cluster,
+			// say): subfolders with the same four files.
+			variants, err := filepath.Glob(filepath.Join(dir, "*", "object.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range variants {
+				vdir := filepath.Dir(v)
+				t.Run(filepath.Base(vdir), func(t *testing.T) {
+					for _, f := range fixtureFiles {
+						if _, err := os.Stat(filepath.Join(vdir, f)); err != nil {
+							t.Fatalf("%s: %v", vdir, err)
+						}
+					}
+					runFixture(t, vdir, entry)
+				})
+			}
 		})
 	}
 }
