@@ -35,7 +35,8 @@ const exitCodesHelp = `Exit codes:
   2  usage error, or an input file that cannot be read or parsed
   3  workload, type or definition not found
   4  the type has no definition (neither embedded nor in the cluster)
-  5  no cluster configured, or the cluster cannot be reached`
+  5  no cluster configured, or the cluster cannot be reached
+  130 interrupted (Ctrl-C): requests in flight are cancelled at once`
 
 // ExitError is an error with the exit code the command should end with.
 // Commands return it from RunE; Main prints its message as one

@@ -221,6 +221,7 @@ func flagsForContext(f *genericclioptions.ConfigFlags, kubeContext string) *gene
 		}
 	}
 	*out.Context = kubeContext
+	out.WrapConfigFn = f.WrapConfigFn // Ctrl-C ends every cluster's requests
 	return out
 }
 

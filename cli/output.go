@@ -94,6 +94,9 @@ func newPainter(env *Env, w io.Writer) painter {
 	if env.Getenv != nil && env.Getenv("NO_COLOR") != "" {
 		return painter{}
 	}
+	if u, ok := w.(interface{ Unwrap() io.Writer }); ok {
+		w = u.Unwrap()
+	}
 	f, ok := w.(*os.File)
 	return painter{on: ok && term.IsTerminal(int(f.Fd()))}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 )
 
@@ -38,7 +39,12 @@ func Main(ctx context.Context, args []string, streams genericiooptions.IOStreams
 
 // Run is Main on a prepared Env; tests use it with fake clusters.
 func Run(ctx context.Context, env *Env, args []string) (code int) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	streams := env.Streams
+	env.Streams.Out = quietAfter{ctx: ctx, w: streams.Out}
+	env.Streams.ErrOut = quietAfter{ctx: ctx, w: streams.ErrOut}
 	cmd := NewRootCommand(env)
 	cmd.SetArgs(args)
 	defer func() {
@@ -47,7 +53,16 @@ func Run(ctx context.Context, env *Env, args []string) (code int) {
 			code = ExitInvalid
 		}
 	}()
+	if env.ConfigFlags != nil && env.ConfigFlags.WrapConfigFn == nil {
+		env.ConfigFlags.WrapConfigFn = func(cfg *rest.Config) *rest.Config { return cancelRequestsOn(ctx, cfg) }
+	}
 	err := cmd.ExecuteContext(ctx)
+	if ctx.Err() != nil {
+		// Interrupted: whatever failed on the way out failed because of
+		// it; one line says so.
+		fmt.Fprintln(streams.ErrOut, "error: interrupted")
+		return ExitInterrupted
+	}
 	if err != nil {
 		fmt.Fprintf(streams.ErrOut, "error: %s\n", oneLine(err.Error()))
 	}
