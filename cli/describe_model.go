@@ -292,16 +292,15 @@ func buildDescription(ctx context.Context, in describeInput) (*Description, erro
 	}
 	sort.Strings(pgNames)
 	for _, n := range pgNames {
+		// Counted over every pod labelled with it: a pod viewed alone
+		// (describe pod/<member>) is one member of a gang its definition
+		// does not know, and the gang is still all of them.
 		pg := in.PodGroups[n]
-		gv := GangView{Name: n, MinMember: pg.MinMember, MinResources: pg.MinResources, Phase: pg.Phase, PodGroupFound: true,
-			Priority: pg.Priority, PriorityClass: pg.PriorityClass}
-		if gv.Phase == "" {
-			gv.Phase = "Pending"
-		}
-		if gv.MinMember > 0 {
-			gv.Reason = fmt.Sprintf("waiting for pods: 0 of %d created", gv.MinMember)
-			if msg := in.SchedulingEvents["PodGroup/"+n]; msg != "" {
-				gv.Reason = msg
+		agg := &gangAgg{gang: &definition.Gang{MinMember: pg.MinMember}, pods: in.GangPods[n], pgNames: map[string]int{n: 1}}
+		gv := agg.view(in)
+		for _, p := range in.Pods {
+			if p.Labels[api.LabelPodGroup] == n {
+				podGang[p.Name] = n
 			}
 		}
 		d.Gangs = append(d.Gangs, gv)

@@ -253,3 +253,21 @@ spec:
 		t.Errorf("gang plan does not name the PodGroup allreduce:\n%s", res.stdout)
 	}
 }
+
+// TestDescribeMemberPodGang: one member of a gang described as a pod shows
+// its gang counted over all its members, not as a gang of none.
+func TestDescribeMemberPodGang(t *testing.T) {
+	c := elasticCluster(t)
+	d := runJSON[Description](t, c, "describe", "pod/train-0", "-n", "team-a", "-o", "json")
+	if d.Totals.ObservedPods != 1 || len(d.Gangs) != 1 {
+		t.Fatalf("totals %+v, gangs %+v; want the one pod and its gang", d.Totals, d.Gangs)
+	}
+	g := d.Gangs[0]
+	want := ElasticView{Quorum: 2, QuorumBound: 2, Extras: 1, ExtrasBound: 0}
+	if g.Name != "train" || g.Pods != 3 || g.Bound != 2 || g.Reason != "" || g.Elastic == nil || *g.Elastic != want {
+		t.Errorf("gang %+v (elastic %+v); want train, 3 members, 2 bound, no reason, %+v", g, g.Elastic, want)
+	}
+	if p := d.Components[0].Instances[0].Items[0]; p.Gang != "train" {
+		t.Errorf("pod %s in gang %q; want train", p.Name, p.Gang)
+	}
+}
