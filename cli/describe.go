@@ -32,13 +32,16 @@ var (
 const describeLong = `Show a workload as its components (roles), their instances and pods.
 
 For each pod: ready or not (and why not), node and GPUs. For each gang: the
-PodGroup, its min-member, how many members are bound, its phase, and when it is
-pending what the scheduler says. A resources table sums replicas, GPUs, CPU and
-memory per component.
+PodGroup, its min-member, how many members are bound, its priority (as the
+pod-grouper records it), for an elastic gang (more members than min-member) the
+quorum and the extras apart ("quorum 2/2 bound, extras 1/3 bound"), its phase,
+and when it is pending what the scheduler says. A resources table sums replicas,
+GPUs, CPU and memory per component.
 
-TYPE is what kubectl accepts: kind, plural, short name or kind.group (jobset,
-jobsets, js, jobset.jobset.x-k8s.io). muster finds the definition for the kind in
-the cluster's Karta objects, then in its embedded catalog.
+TYPE is what kubectl accepts: kind, plural, short name (where the CRD defines
+one) or kind.group (jobset, jobsets, jobset.jobset.x-k8s.io). muster finds the
+definition for the kind in the cluster's Karta objects, then in its embedded
+catalog.
 
 With -f the view is built offline from a manifest: the tree from the spec alone
 and the gangs the pod-grouper would create. --definition tries a definition you
