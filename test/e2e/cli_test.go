@@ -509,6 +509,16 @@ func TestCLIDescribeElasticPriorityAndPods(t *testing.T) {
 		t.Errorf("get -o wide (exit %d, %s) lacks the priority:\n%s", code, errOut, out)
 	}
 
+	// One member described alone: its gang is all three members.
+	members, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: api.LabelPodGroup + "=elastic-gang"})
+	if err != nil || len(members.Items) != 3 {
+		t.Fatalf("members of elastic-gang: %v (%v); want 3", members, err)
+	}
+	m := describeJSON(t, ns, "pod/"+members.Items[0].Name)
+	if m.Totals.ObservedPods != 1 || len(m.Gangs) != 1 || m.Gangs[0].Name != "elastic-gang" || m.Gangs[0].Pods != 3 || m.Gangs[0].Bound != 3 || m.Gangs[0].Reason != "" {
+		t.Errorf("describe pod/%s: totals %+v, gangs %+v; want 1 pod, gang elastic-gang of 3, all bound", members.Items[0].Name, m.Totals, m.Gangs)
+	}
+
 	// Pods bound by name (no scheduler involved) on the pool's nodes.
 	_, tol := localcluster.PoolPlacement(ns)
 	pod := func(name, node string, owner *corev1.Pod) *corev1.Pod {
