@@ -132,10 +132,12 @@ func renderDescription(w io.Writer, p painter, d *Description, wide bool, compon
 			} else if pl.TopologyPreferred != "" {
 				topo = "preferred " + pl.TopologyPreferred
 			}
-			// A grouped gang's PodGroups are named after pod values.
+			// A grouped gang's PodGroups are named after values its pods
+			// carry (internal/naming): the pattern, as the spec cannot
+			// tell the values.
 			pg := pl.PodGroup
 			if pg == "" {
-				pg = "(one per key)"
+				pg = d.Name + "-" + pl.Definition + "-<key> (one per key)"
 			}
 			t.addPlain(pl.Definition, pg, fmt.Sprint(pl.Instances), fmt.Sprint(pl.MinMember), strings.Join(pl.Members, ", "), resourceString(pl.MinResources), topo)
 		}
