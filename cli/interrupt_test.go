@@ -3,9 +3,14 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"os/signal"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -69,5 +74,69 @@ func TestInterruptEndsPromptly(t *testing.T) {
 				t.Fatalf("still running 10 s after the interrupt")
 			}
 		})
+	}
+}
+
+// TestInterruptChildProcess sends a real SIGINT to a child process that
+// runs Main as cmd/muster does, while it waits on a server that never
+// answers: the child ends with exit 130 and prints nothing but
+// "error: interrupted" (no client-go log line, no partial output).
+func TestInterruptChildProcess(t *testing.T) {
+	if os.Getenv("MUSTER_TEST_SIGINT_CHILD") != "" {
+		// The child: cmd/muster's main.
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		code := Main(ctx, strings.Split(os.Getenv("MUSTER_TEST_SIGINT_CHILD"), " "), genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
+		stop()
+		os.Exit(code)
+	}
+	release := make(chan struct{})
+	arrived := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestInterruptChildProcess$")
+	cmd.Env = append(os.Environ(), "MUSTER_TEST_SIGINT_CHILD=--server "+srv.URL+" --cache-dir "+t.TempDir()+" describe jobset/x -n a")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-arrived:
+	case err := <-done:
+		t.Fatalf("child ended (%v) before asking the server: %s%s", err, out.String(), errOut.String())
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("no request of the child reached the server in 30 s")
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	select {
+	case err := <-done:
+		t.Logf("child ended %v after SIGINT", time.Since(start))
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != ExitInterrupted {
+			t.Errorf("child ended with %v; want exit %d", err, ExitInterrupted)
+		}
+		if out.Len() != 0 || errOut.String() != "error: interrupted\n" {
+			t.Errorf("child printed stdout %q, stderr %q; want only \"error: interrupted\" on stderr", out.String(), errOut.String())
+		}
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("child still running 10 s after SIGINT")
 	}
 }
