@@ -92,6 +92,13 @@ type Plugin struct {
 	waitMu  sync.Mutex
 	waiting map[types.UID]*waitState
 
+	// woken holds the gangs one of whose members a capacity hint queued
+	// and none of whose members has been tried since (wakeOne). Its own
+	// lock: hints run under the scheduling queue's lock, and p.mu is held
+	// while the plugin activates pods, which takes that lock.
+	wokenMu sync.Mutex
+	woken   map[types.NamespacedName]bool
+
 	status *statusUpdater
 
 	// executor evicts preemption victims the way DefaultPreemption does.
@@ -155,6 +162,7 @@ func newPlugin(ctx context.Context, args *Args, h fwk.Handle, pgClient pgclients
 		gangs:             map[types.NamespacedName]*gangState{},
 		created:           map[types.NamespacedName]time.Time{},
 		waiting:           map[types.UID]*waitState{},
+		woken:             map[types.NamespacedName]bool{},
 	}
 	if r, ok := h.(preFilterRunner); ok {
 		p.runner = r
@@ -457,6 +465,7 @@ func (p *Plugin) onPodGroupDelete(obj any) {
 	p.mu.Lock()
 	delete(p.gangs, key)
 	p.mu.Unlock()
+	p.wakeConsumed(key)
 	p.status.forget(key)
 }
 

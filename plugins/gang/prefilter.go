@@ -47,6 +47,7 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	default:
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
+	p.wakeConsumed(key)
 	pg := p.podGroup(key)
 	if pg == nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, plan.PodGroupNotFound(key.String()))

@@ -125,9 +125,13 @@ func (p *Plugin) forgetVerdictLocked(key types.NamespacedName, g *gangState) {
 // for a gang: a plan dropped (its members no longer count as held in other
 // plans) or members waiting at Permit rejected. No informer event says so,
 // yet a gang refused for lack of room may fit now. Its cached verdict goes
-// stale (changeSeq) and its pending members are activated, so one of them
-// plans again at once instead of after BackoffSeconds. It returns the new
-// sequence number, for the freeing gang's own verdict. Call with p.mu held.
+// stale (changeSeq) and one of its pending members is activated, so that it
+// plans again at once instead of after BackoffSeconds; a plan activates the
+// planned siblings (planFor). One member per gang, as in capacityHint: the
+// members share the verdict, and activating them all cost an attempt, an
+// event and a status patch per member of every waiting gang. It returns the
+// new sequence number, for the freeing gang's own verdict. Call with p.mu
+// held.
 func (p *Plugin) capacityFreedLocked(freeing types.NamespacedName) int64 {
 	seq := p.changeSeq.Add(1)
 	var wake []*v1.Pod
@@ -136,8 +140,9 @@ func (p *Plugin) capacityFreedLocked(freeing types.NamespacedName) int64 {
 			continue
 		}
 		for _, m := range p.members(key) {
-			if m.Spec.NodeName == "" {
+			if _, reserved := g.reserved[m.UID]; m.Spec.NodeName == "" && !reserved && plan.Live(m) {
 				wake = append(wake, m)
+				break
 			}
 		}
 	}
@@ -149,6 +154,8 @@ func (p *Plugin) capacityFreedLocked(freeing types.NamespacedName) int64 {
 // planned member going away voids the plan, and any member going away the
 // "no placement" verdict.
 func (p *Plugin) forgetMember(key types.NamespacedName, pod *v1.Pod) {
+	// The member a capacity hint queued may be the one gone.
+	p.wakeConsumed(key)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	g, ok := p.gangs[key]

@@ -2,6 +2,7 @@ package gang
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -140,9 +141,51 @@ func TestCapacityHintsSkipHeldMembers(t *testing.T) {
 		{free, fwk.QueueSkip},    // not a member
 	} {
 		for name, hint := range map[string]fwk.QueueingHintFn{"capacity freed": e.pl.isSchedulableAfterCapacityFreed, "node change": e.pl.isSchedulableAfterNodeChange} {
+			// As if the member queued by the last hint had been tried.
+			e.pl.wakeConsumed(types.NamespacedName{Namespace: "ns", Name: "g"})
 			if got, err := hint(logger, tc.pod, nil, nil); err != nil || got != tc.want {
 				t.Errorf("%s, %s: %v (err %v), want %v", name, tc.pod.Name, got, err, tc.want)
 			}
 		}
+	}
+}
+
+// A capacity change queues one member per gang: the members share one plan
+// and one verdict, so one attempt answers for all. The next change queues
+// one again once a member has been tried, or once a member has gone.
+func TestCapacityHintQueuesOneMemberPerGang(t *testing.T) {
+	pods := members("g", 3, 2)
+	other := members("h", 3, 2)
+	e := newBarrierEnv(t, []*v1.Node{gpuNode("n1", 4)}, []*schedv1alpha1.PodGroup{podGroup("g", 3), podGroup("h", 3)}, append(slices.Clone(pods), other...))
+	for _, p := range []*v1.Pod{pods[0], other[0]} {
+		if st, _ := e.schedule(p); st.Code() != fwk.UnschedulableAndUnresolvable {
+			t.Fatalf("%s: 3 × 2 GPUs on 4: %v, want no placement", p.Name, st)
+		}
+	}
+	logger := klog.Background()
+	hints := map[string]fwk.QueueingHintFn{"capacity freed": e.pl.isSchedulableAfterCapacityFreed, "node change": e.pl.isSchedulableAfterNodeChange}
+	for name, hint := range hints {
+		check := func(step string, pod *v1.Pod, want fwk.QueueingHint) {
+			t.Helper()
+			if got, err := hint(logger, pod, nil, nil); err != nil || got != want {
+				t.Errorf("%s, %s: %s: %v (err %v), want %v", name, step, pod.Name, got, err, want)
+			}
+		}
+		check("first of its gang", pods[1], fwk.Queue)
+		check("a sibling is queued", pods[0], fwk.QueueSkip)
+		check("a sibling is queued", pods[2], fwk.QueueSkip)
+		check("first of another gang", other[1], fwk.Queue)
+		// The queued member is tried: the gang may be woken again.
+		if st, _ := e.schedule(pods[1]); st.Code() != fwk.UnschedulableAndUnresolvable {
+			t.Fatalf("g-b: %v, want no placement", st)
+		}
+		check("after a member was tried", pods[2], fwk.Queue)
+		check("a sibling is queued", pods[0], fwk.QueueSkip)
+		// The queued member goes away before it is tried.
+		e.pl.forgetMember(types.NamespacedName{Namespace: "ns", Name: "g"}, pods[2])
+		check("after the queued member went", pods[0], fwk.Queue)
+		// Leave both gangs wakeable for the next hint.
+		e.pl.wakeConsumed(types.NamespacedName{Namespace: "ns", Name: "g"})
+		e.pl.wakeConsumed(types.NamespacedName{Namespace: "ns", Name: "h"})
 	}
 }
