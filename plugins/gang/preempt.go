@@ -45,13 +45,40 @@ const preemptWait = 30 * time.Second
 
 // victimGone reports whether a victim no longer holds room: deleted, replaced
 // by a pod of the same name, or preempted while waiting at Permit (never
-// bound, no longer reserved).
+// bound, no longer reserved), and gone from this cycle's snapshot too.
 func (p *Plugin) victimGone(victim *v1.Pod) bool {
+	if p.inSnapshot(victim) {
+		// The informer's lister sees a delete before the scheduler's cache
+		// does, and the snapshot is taken at the start of the cycle: ending
+		// the wait here let the member find its planned node still full,
+		// plan again without the room, drop the plan other gangs counted as
+		// held (the victims' recreated pods took the room) and preempt a
+		// second time.
+		return false
+	}
 	cur, err := p.podLister.Pods(victim.Namespace).Get(victim.Name)
 	if err != nil || cur.UID != victim.UID {
 		return true
 	}
 	return cur.Spec.NodeName == "" && p.h.GetWaitingPod(cur.UID) == nil
+}
+
+// inSnapshot reports whether the scheduler's snapshot still has pod on the
+// node it was bound or reserved to.
+func (p *Plugin) inSnapshot(pod *v1.Pod) bool {
+	if pod.Spec.NodeName == "" {
+		return false
+	}
+	ni, err := p.h.SnapshotSharedLister().NodeInfos().Get(pod.Spec.NodeName)
+	if err != nil {
+		return false
+	}
+	for _, pi := range ni.GetPods() {
+		if pi.GetPod().UID == pod.UID {
+			return true
+		}
+	}
+	return false
 }
 
 // preemptionInFlightLocked reports whether the gang waits for the victims
