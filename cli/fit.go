@@ -128,15 +128,7 @@ func NewCmdFit(env *Env) *cobra.Command {
 		Long:                  fitLong,
 		Example:               fitExample,
 		ValidArgsFunction:     completeTypeAndName(env),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:                  runOptions(o),
 	}
 	f := cmd.Flags()
 	f.StringVarP(&o.Filename, "filename", "f", "", "Evaluate the workload(s) of this manifest (\"-\" for stdin)")

@@ -94,15 +94,7 @@ func NewCmdGet(env *Env) *cobra.Command {
 		Example:               getExample,
 		// TYPE, TYPE NAME and TYPE/NAME complete as describe's do.
 		ValidArgsFunction: completeTypeAndName(env),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:              runOptions(o),
 	}
 	cmd.Flags().BoolVar(&o.AllTypes, "all-types", false, "List every defined kind (the default without TYPE)")
 	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "List workloads in every namespace")

@@ -243,3 +243,24 @@ func (e *Env) readInput(name string) ([]byte, error) {
 	}
 	return data, nil
 }
+
+// options is a command's options in kubectl's Complete / Validate / Run
+// shape.
+type options interface {
+	Complete(args []string) error
+	Validate() error
+	Run(ctx context.Context) error
+}
+
+// runOptions is the RunE of a command whose options have that shape.
+func runOptions(o options) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := o.Complete(args); err != nil {
+			return err
+		}
+		if err := o.Validate(); err != nil {
+			return err
+		}
+		return o.Run(cmd.Context())
+	}
+}

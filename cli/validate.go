@@ -83,15 +83,7 @@ func NewCmdValidate(env *Env) *cobra.Command {
 		ValidArgsFunction: func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 			return []string{"yaml", "yml", "json"}, cobra.ShellCompDirectiveFilterFileExt
 		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: runOptions(o),
 	}
 	cmd.Flags().StringVar(&o.CRDFile, "crd", "", "Check paths against the schema of this CRD file (multi-document files are searched for the root kind)")
 	cmd.Flags().BoolVar(&o.Cluster, "cluster", false, "Check paths against the schema of the CRD installed in the current cluster")
