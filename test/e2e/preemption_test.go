@@ -50,6 +50,20 @@ func preClass(t testing.TB, name string, value int32, never bool) string {
 			t.Error(err)
 		}
 	})
+	// The Priority admission plugin reads classes from an informer: a pod
+	// created at once may be refused ("no PriorityClass with name ... was
+	// found"). A dry-run pod tells when admission knows the class.
+	probe := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "probe-" + name},
+		Spec:       corev1.PodSpec{PriorityClassName: name, Containers: []corev1.Container{{Name: "c", Image: "probe"}}},
+	}
+	waitFor(t, gangTimeout, "priority admission to know class "+name, func(ctx context.Context) (bool, string, error) {
+		_, err := controlPlane.Client.CoreV1().Pods(probe.Namespace).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "no PriorityClass") {
+			return false, err.Error(), nil
+		}
+		return err == nil, "", err
+	})
 	return name
 }
 
@@ -249,6 +263,24 @@ func watchPreemptionBy(t testing.TB, ns, label string, mins map[string]int) *pre
 	return w
 }
 
+// seenWhole waits until the sampler has seen each gang whole. A test that
+// preempts a gang right after it was bound must wait for this: otherwise the
+// sampler may see it only mid-bind and then evicted, which it cannot tell
+// from a partial gang released without an eviction.
+func (w *preemptionWatcher) seenWhole(t testing.TB, gangs ...string) {
+	t.Helper()
+	waitFor(t, gangTimeout, "the sampler to see the gangs whole", func(context.Context) (bool, string, error) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for _, g := range gangs {
+			if _, partial := w.since[g]; partial || len(w.whole[g]) == 0 {
+				return false, g + " not seen whole yet", nil
+			}
+		}
+		return true, "", nil
+	})
+}
+
 // expect adds a gang to watch (a PodGroup the pod-grouper named).
 func (w *preemptionWatcher) expect(gang string, min int) {
 	w.mu.Lock()
@@ -357,6 +389,7 @@ func TestPreemptionWholeGangs(t *testing.T) {
 	for _, g := range []string{"mid-a", "mid-b", "low-a", "low-b"} {
 		waitGangBound(t, ns, g, 4, gangTimeout)
 	}
+	w.seenWhole(t, "mid-a", "mid-b", "low-a", "low-b")
 	before := boundUIDs(t, ns)
 
 	begin := time.Now()
@@ -640,12 +673,14 @@ func TestPreemptionJobSet(t *testing.T) {
 	lowPG := podGroupOf(t, ns, "low")
 	w.expect(lowPG, 3)
 	first := waitRunning(t, ns, lowSel, 3)
+	w.seenWhole(t, lowPG)
 
 	begin := time.Now()
 	applyYAML(t, ns, preJobSetYAML("high", ns, sched, high))
 	highPG := podGroupOf(t, ns, "high")
 	w.expect(highPG, 3)
 	waitRunning(t, ns, "jobset.sigs.k8s.io/jobset-name=high", 3)
+	w.seenWhole(t, highPG)
 	t.Logf("high-priority JobSet bound whole %s after it was created", time.Since(begin).Round(time.Millisecond))
 	for _, p := range first {
 		if _, err := controlPlane.Client.CoreV1().Pods(ns).Get(t.Context(), p.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
