@@ -487,7 +487,7 @@ func newShortfall(pending []*v1.Pod, nodes []fwk.NodeInfo) shortfall {
 		}
 		alloc, used := ni.GetAllocatable(), ni.GetRequested()
 		for name := range need {
-			need[name] -= max(amountOf(alloc, name)-amountOf(used, name), 0)
+			need[name] -= max(plan.Amount(alloc, name)-plan.Amount(used, name), 0)
 		}
 	}
 	return need
@@ -537,19 +537,6 @@ func addResources(m shortfall, r fwk.Resource, sign int64) {
 	for name, v := range r.GetScalarResources() {
 		add(name, v)
 	}
-}
-
-func amountOf(r fwk.Resource, name v1.ResourceName) int64 {
-	if r == nil {
-		return 0
-	}
-	switch name {
-	case v1.ResourceCPU:
-		return r.GetMilliCPU()
-	case v1.ResourceMemory:
-		return r.GetMemory()
-	}
-	return r.GetScalarResources()[name]
 }
 
 func isNoPlacement(err error) bool {

@@ -55,7 +55,9 @@ func (d *dims) sorted() {
 	}
 }
 
-func amount(r fwk.Resource, name v1.ResourceName) int64 {
+// Amount is r's quantity of resource name in the scheduler's units
+// (millicores for CPU, bytes for memory and ephemeral storage); 0 for a nil r.
+func Amount(r fwk.Resource, name v1.ResourceName) int64 {
 	if r == nil {
 		return 0
 	}
@@ -73,7 +75,7 @@ func amount(r fwk.Resource, name v1.ResourceName) int64 {
 func (d *dims) vector(r fwk.Resource) vec {
 	v := make(vec, len(d.names))
 	for i, n := range d.names {
-		v[i] = amount(r, n)
+		v[i] = Amount(r, n)
 	}
 	return v
 }
@@ -83,7 +85,7 @@ func (d *dims) free(ni fwk.NodeInfo) vec {
 	v := make(vec, len(d.names))
 	alloc, req := ni.GetAllocatable(), ni.GetRequested()
 	for i, n := range d.names {
-		v[i] = amount(alloc, n) - amount(req, n)
+		v[i] = Amount(alloc, n) - Amount(req, n)
 	}
 	return v
 }
