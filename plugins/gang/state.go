@@ -139,11 +139,17 @@ func (p *Plugin) capacityFreedLocked(freeing types.NamespacedName) int64 {
 		if key == freeing || g.verdict == nil {
 			continue
 		}
+		// The pending member with the first name: the informer's index
+		// has no order, and the same member each time keeps wake-ups
+		// (and tests) reproducible.
+		var pick *v1.Pod
 		for _, m := range p.members(key) {
-			if _, reserved := g.reserved[m.UID]; m.Spec.NodeName == "" && !reserved && plan.Live(m) {
-				wake = append(wake, m)
-				break
+			if _, reserved := g.reserved[m.UID]; m.Spec.NodeName == "" && !reserved && plan.Live(m) && (pick == nil || m.Name < pick.Name) {
+				pick = m
 			}
+		}
+		if pick != nil {
+			wake = append(wake, pick)
 		}
 	}
 	p.activate(wake...)
