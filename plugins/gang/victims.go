@@ -2,6 +2,7 @@ package gang
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -540,13 +541,13 @@ func addResources(m shortfall, r fwk.Resource, sign int64) {
 }
 
 func isNoPlacement(err error) bool {
-	_, ok := err.(*plan.NoPlacementError)
-	return ok
+	var np *plan.NoPlacementError
+	return errors.As(err, &np)
 }
 
 func notFit(err error, victims int) error {
-	np, ok := err.(*plan.NoPlacementError)
-	if !ok {
+	var np *plan.NoPlacementError
+	if !errors.As(err, &np) {
 		return err
 	}
 	return &wouldNotFitError{victims: victims, reason: strings.TrimPrefix(np.Message, "gang "+np.Gang+": ")}
