@@ -493,21 +493,25 @@ func watchPodGroupBinding(t testing.TB, ns string, minMember map[string]int) *pa
 func startWatcher(t testing.TB, w *partialWatcher) *partialWatcher {
 	w.stop, w.done = make(chan struct{}), make(chan struct{})
 	w.retired, w.partialSince = map[string]bool{}, map[string]time.Time{}
-	go func() {
-		defer close(w.done)
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-w.stop:
-				return
-			case <-tick.C:
-			}
-			w.sample(context.Background())
-		}
-	}()
+	go sampleEvery(w.stop, w.done, func() { w.sample(context.Background()) })
 	t.Cleanup(func() { w.check(t) })
 	return w
+}
+
+// sampleEvery calls sample every 100 ms until stop is closed, then closes
+// done: the loop of the gang samplers.
+func sampleEvery(stop <-chan struct{}, done chan<- struct{}, sample func()) {
+	defer close(done)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		sample()
+	}
 }
 
 // boundPods lists the live bound pods' UIDs per value of the gang label.

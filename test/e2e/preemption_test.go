@@ -246,19 +246,7 @@ func watchPreemptionBy(t testing.TB, ns, label string, mins map[string]int) *pre
 	preDump(t, ns)
 	w := &preemptionWatcher{ns: ns, label: label, mins: mins, whole: map[string][]types.UID{}, since: map[string]time.Time{},
 		evicting: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-w.stop:
-				return
-			case <-tick.C:
-				w.sample()
-			}
-		}
-	}()
+	go sampleEvery(w.stop, w.done, w.sample)
 	t.Cleanup(func() { w.check(t) })
 	return w
 }
