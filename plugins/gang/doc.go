@@ -24,7 +24,7 @@
 // PostFilter answers every gang member and every gang-free pod of the
 // profile, so DefaultPreemption (next in the profile, victims pod by pod)
 // runs only for native pods. When a gang has no placement, or a gang-free
-// pod does not fit, the victim search (victims.go) looks for lower-priority
+// pod does not fit, the victim search (package victims) looks for lower-priority
 // work whose eviction lets the preemptor's quorum fit by the same plan:
 //
 //   - victims come in whole units: every bound pod of a gang cluster-wide (a

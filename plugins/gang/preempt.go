@@ -22,6 +22,7 @@ import (
 
 	"github.com/muster-io/muster/api"
 	"github.com/muster-io/muster/plugins/gang/plan"
+	"github.com/muster-io/muster/plugins/gang/victims"
 )
 
 // inflight is a preemption made for a gang whose victims have not all gone
@@ -169,32 +170,32 @@ func newPreemptor(pod *v1.Pod, key types.NamespacedName, pg *schedv1alpha1.PodGr
 }
 
 // victimInputFor gathers the snapshot and lookups the search reads.
-func (p *Plugin) victimInputFor(pr *preemptor, nodes []fwk.NodeInfo) victimInput {
+func (p *Plugin) victimInputFor(pr *preemptor, nodes []fwk.NodeInfo) victims.Input {
 	own := map[types.UID]bool{}
 	for _, m := range pr.members {
 		own[m.UID] = true
 	}
-	in := victimInput{
-		nodes:    nodes,
-		priority: pr.priority,
-		own:      func(pod *v1.Pod) bool { return own[pod.UID] },
-		minMember: func(key types.NamespacedName) int {
+	in := victims.Input{
+		Nodes:    nodes,
+		Priority: pr.priority,
+		Own:      func(pod *v1.Pod) bool { return own[pod.UID] },
+		MinMember: func(key types.NamespacedName) int {
 			if pg := p.podGroup(key); pg != nil {
 				return minMember(pg)
 			}
 			return 0
 		},
-		gangPriority: func(key types.NamespacedName) (int32, bool) {
+		GangPriority: func(key types.NamespacedName) (int32, bool) {
 			if pg := p.podGroup(key); pg != nil {
 				return api.PodGroupPriority(pg.Annotations)
 			}
 			return 0, false
 		},
-		gpuNames: gpuResourceNames,
+		GPUNames: gpuResourceNames,
 	}
 	if p.pdbLister != nil {
 		if pdbs, err := p.pdbLister.List(labels.Everything()); err == nil {
-			in.pdbs = pdbs
+			in.PDBs = pdbs
 		}
 	}
 	return in
@@ -245,7 +246,7 @@ func (p *Plugin) preemptForGang(ctx context.Context, pod *v1.Pod, key types.Name
 	}
 	res, terminating, err := p.search(ctx, pr, req)
 	if err != nil {
-		var wnf *wouldNotFitError
+		var wnf *victims.WouldNotFitError
 		if !errors.As(err, &wnf) {
 			p.mu.Unlock()
 			return nil, fwk.AsStatus(err)
@@ -256,7 +257,7 @@ func (p *Plugin) preemptForGang(ctx context.Context, pod *v1.Pod, key types.Name
 		preemptions.WithLabelValues(resultWouldNotFit).Inc()
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
-	if len(res.units) == 0 {
+	if len(res.Units) == 0 {
 		if terminating > 0 {
 			// Room being freed already suffices: wait for it.
 			p.retryLocked(key, g)
@@ -268,15 +269,15 @@ func (p *Plugin) preemptForGang(ctx context.Context, pod *v1.Pod, key types.Name
 		p.mu.Unlock()
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s: fits without preemption now; planning again", key))
 	}
-	victims := victimPods(res.units)
-	f := &inflight{victims: victims, until: now.Add(maxGrace(victims) + preemptWait), desc: describeUnits(res.units)}
+	evicted := victims.Pods(res.Units)
+	f := &inflight{victims: evicted, until: now.Add(maxGrace(evicted) + preemptWait), desc: victims.Describe(res.Units)}
 	g.verdict, g.preemptVerdict, g.lastMessage, g.refused = nil, nil, "", nil
-	g.plan = res.plan
+	g.plan = res.Plan
 	g.planExpires = f.until.Add(p.permitTimeout(pg) + p.backoff())
 	g.planPods = map[types.UID]fwk.PodInfo{}
 	var nominate []*v1.Pod
 	for _, m := range pending {
-		if _, ok := res.plan.Assignments[m.UID]; ok {
+		if _, ok := res.Plan.Assignments[m.UID]; ok {
 			pi, _ := framework.NewPodInfo(m)
 			g.planPods[m.UID] = pi
 			if m.UID != pod.UID {
@@ -289,19 +290,19 @@ func (p *Plugin) preemptForGang(ctx context.Context, pod *v1.Pod, key types.Name
 	logger := klog.FromContext(ctx)
 	for _, m := range nominate {
 		pi := g.planPods[m.UID]
-		p.h.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: res.plan.Assignments[m.UID]})
+		p.h.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: res.Plan.Assignments[m.UID]})
 	}
 	p.retryLocked(key, g)
 	p.mu.Unlock()
 
-	msg := fmt.Sprintf("gang %s (priority %d): preempting %d pods of %s so that %d members fit", key, pr.priority, len(victims), f.desc, len(res.plan.Assignments))
-	logger.V(2).Info("Preempting for gang", "gang", key, "victims", len(victims), "units", len(res.units), "plans", res.plans)
+	msg := fmt.Sprintf("gang %s (priority %d): preempting %d pods of %s so that %d members fit", key, pr.priority, len(evicted), f.desc, len(res.Plan.Assignments))
+	logger.V(2).Info("Preempting for gang", "gang", key, "victims", len(evicted), "units", len(res.Units), "plans", res.Plans)
 	p.recordEvent(pg, v1.EventTypeNormal, "Preempting", "Preempting", api.CapReason(msg))
-	p.evict(pr, res.units)
+	p.evict(pr, res.Units)
 	preemptions.WithLabelValues(resultPreempted).Inc()
 	p.status.enqueue(key)
 	var nominating *fwk.NominatingInfo
-	if node, ok := res.plan.Assignments[pod.UID]; ok {
+	if node, ok := res.Plan.Assignments[pod.UID]; ok {
 		nominating = &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: node}
 	}
 	return &fwk.PostFilterResult{NominatingInfo: nominating}, fwk.NewStatus(fwk.Success, api.CapReason(msg))
@@ -346,63 +347,32 @@ func (p *Plugin) preemptForPod(ctx context.Context, pod *v1.Pod) (*fwk.PostFilte
 	}
 	res, terminating, err := p.search(ctx, pr, req)
 	if err != nil {
-		var wnf *wouldNotFitError
+		var wnf *victims.WouldNotFitError
 		if errors.As(err, &wnf) {
-			wnf.who = "the pod"
+			wnf.Who = "the pod"
 			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, api.CapReason(wnf.Error()))
 		}
 		return nil, fwk.AsStatus(err)
 	}
-	node := res.plan.Assignments[pod.UID]
-	if len(res.units) == 0 || node == "" {
+	node := res.Plan.Assignments[pod.UID]
+	if len(res.Units) == 0 || node == "" {
 		if terminating > 0 {
 			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("fits once %d terminating pods are gone; not preempting more", terminating))
 		}
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "fits without preemption now")
 	}
-	msg := fmt.Sprintf("preempting %d pods of %s for pod %s/%s on node %s", len(victimPods(res.units)), describeUnits(res.units), pod.Namespace, pod.Name, node)
-	klog.FromContext(ctx).V(2).Info("Preempting for pod", "pod", klog.KObj(pod), "node", node, "units", len(res.units), "plans", res.plans)
-	p.evict(pr, res.units)
+	msg := fmt.Sprintf("preempting %d pods of %s for pod %s/%s on node %s", len(victims.Pods(res.Units)), victims.Describe(res.Units), pod.Namespace, pod.Name, node)
+	klog.FromContext(ctx).V(2).Info("Preempting for pod", "pod", klog.KObj(pod), "node", node, "units", len(res.Units), "plans", res.Plans)
+	p.evict(pr, res.Units)
 	preemptions.WithLabelValues(resultPreempted).Inc()
 	return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: node}}, fwk.NewStatus(fwk.Success, api.CapReason(msg))
 }
 
-// search runs the victim search for pr on req's snapshot. Pods already
-// being deleted (earlier victims, or anything else terminating) count as
-// gone: room they free is not paid for twice with new victims. It returns
-// how many such pods the result relies on.
-func (p *Plugin) search(ctx context.Context, pr *preemptor, req plan.Request) (*searchResult, int, error) {
-	logger := klog.FromContext(ctx)
-	terminating := map[types.UID]bool{}
-	for _, ni := range req.Nodes {
-		for _, pi := range ni.GetPods() {
-			if pi.GetPod().DeletionTimestamp != nil {
-				terminating[pi.GetPod().UID] = true
-			}
-		}
-	}
-	base := removeFromNodes(logger, req.Nodes, terminating)
-	units := buildUnits(p.victimInputFor(pr, req.Nodes))
-	res, err := searchVictims(ctx, units, func(ctx context.Context, removed map[types.UID]bool) (*plan.Plan, error) {
-		r := req
-		r.Nodes = removeFromNodes(logger, base, removed)
-		return plan.Compute(ctx, r)
-	}, newShortfall(req.Pending, base))
-	return res, len(terminating), err
-}
-
-func victimPods(units []*victimUnit) []*v1.Pod {
-	seen := map[types.UID]bool{}
-	var out []*v1.Pod
-	for _, u := range units {
-		for _, pi := range u.pods {
-			if pod := pi.GetPod(); !seen[pod.UID] {
-				seen[pod.UID] = true
-				out = append(out, pod)
-			}
-		}
-	}
-	return out
+// search runs the victim search for pr on req's snapshot (see
+// victims.Find: terminating pods count as gone, and how many the result
+// relies on is returned).
+func (p *Plugin) search(ctx context.Context, pr *preemptor, req plan.Request) (*victims.Result, int, error) {
+	return victims.Find(ctx, req, p.victimInputFor(pr, req.Nodes))
 }
 
 func maxGrace(pods []*v1.Pod) time.Duration {
@@ -420,28 +390,28 @@ func maxGrace(pods []*v1.Pod) time.Duration {
 // the API (a victim waiting at Permit is rejected in memory instead), and a
 // Preempted event on the pod naming the preemptor. Each muster victim gang
 // also gets an event on its PodGroup.
-func (p *Plugin) evict(pr *preemptor, units []*victimUnit) {
+func (p *Plugin) evict(pr *preemptor, units []*victims.Unit) {
 	for _, u := range units {
-		if u.gang.Name == "" {
+		if u.Gang.Name == "" {
 			continue
 		}
-		if vpg := p.podGroup(u.gang); vpg != nil {
+		if vpg := p.podGroup(u.Gang); vpg != nil {
 			what := "evicted whole"
-			if u.extra {
+			if u.Extra {
 				what = "loses an extra member above its quorum"
 			}
-			p.recordEvent(vpg, v1.EventTypeWarning, "Preempted", "Preempting", api.CapReason(fmt.Sprintf("%s %s: preempted by higher-priority %s (priority %d)", u.key, what, pr.name(), pr.priority)))
+			p.recordEvent(vpg, v1.EventTypeWarning, "Preempted", "Preempting", api.CapReason(fmt.Sprintf("%s %s: preempted by higher-priority %s (priority %d)", u.Key, what, pr.name(), pr.priority)))
 		}
 	}
-	victims := victimPods(units)
-	cand := &candidate{victims: victims}
+	pods := victims.Pods(units)
+	cand := &candidate{victims: pods}
 	ep := &executorPreemptor{pr: pr}
 	go func() {
 		ctx := klog.NewContext(context.Background(), p.logger)
 		var mu sync.Mutex
 		var errs []error
-		p.h.Parallelizer().Until(ctx, len(victims), func(i int) {
-			if _, err := p.executor.PreemptPod(ctx, cand, ep, victims[i], Name); err != nil && !apierrors.IsNotFound(err) {
+		p.h.Parallelizer().Until(ctx, len(pods), func(i int) {
+			if _, err := p.executor.PreemptPod(ctx, cand, ep, pods[i], Name); err != nil && !apierrors.IsNotFound(err) {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientfeatures "k8s.io/client-go/features"
 	clientfeaturestesting "k8s.io/client-go/features/testing"
@@ -25,6 +26,8 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	testingclock "k8s.io/utils/clock/testing"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/muster-io/muster/api"
 )
 
 // preemptEnv is a real framework runtime over a snapshot with running pods,
@@ -251,5 +254,22 @@ func TestPostFilterDoesNotPreempt(t *testing.T) {
 				t.Errorf("%d pods nominated, want none", n)
 			}
 		})
+	}
+}
+
+func TestPreemptorPolicyAndPriority(t *testing.T) {
+	never := v1.PreemptNever
+	a, b, c := gpuPod("a", 1, inGang("g"), prio(10)), gpuPod("b", 1, inGang("g"), prio(30)), gpuPod("c", 1, inGang("g"), prio(20))
+	pr := newPreemptor(a, types.NamespacedName{Namespace: "ns", Name: "g"}, nil, []*v1.Pod{a, b, c})
+	if pr.priority != 30 || pr.never {
+		t.Errorf("priority %d never %v, want the highest member priority 30 and policy PreemptLowerPriority", pr.priority, pr.never)
+	}
+	pg := &schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{api.AnnotationPriority: "500"}}}
+	if pr := newPreemptor(a, types.NamespacedName{Namespace: "ns", Name: "g"}, pg, []*v1.Pod{a, b, c}); pr.priority != 500 {
+		t.Errorf("priority %d with the PodGroup's recorded 500, want 500 (a member not seen yet may have it)", pr.priority)
+	}
+	c.Spec.PreemptionPolicy = &never
+	if pr := newPreemptor(a, types.NamespacedName{Namespace: "ns", Name: "g"}, nil, []*v1.Pod{a, b, c}); !pr.never {
+		t.Errorf("a member with preemptionPolicy Never: never=false, want true")
 	}
 }

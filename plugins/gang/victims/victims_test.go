@@ -1,4 +1,4 @@
-package gang
+package victims
 
 import (
 	"context"
@@ -21,7 +21,6 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/utils/ptr"
-	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/muster-io/muster/api"
 	"github.com/muster-io/muster/plugins/gang/plan"
@@ -37,6 +36,9 @@ type vpod struct {
 	labels           map[string]string
 	annotations      map[string]string
 }
+
+// gpuNames are the resources the tests count as GPUs.
+var gpuNames = []v1.ResourceName{"nvidia.com/gpu", "amd.com/gpu"}
 
 var testNow = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
@@ -117,36 +119,36 @@ type victimCase struct {
 	wantErr string
 }
 
-func runVictimCase(t testing.TB, tc victimCase) (*searchResult, error) {
+func runVictimCase(t testing.TB, tc victimCase) (*Result, error) {
 	nodes := victimNodes(tc.gpusPerNode, tc.nodes, tc.running)
 	pending := preemptorPods(tc.n, tc.gpus)
-	in := victimInput{
-		nodes:    nodes,
-		priority: tc.prio,
-		own:      func(p *v1.Pod) bool { return p.Labels[api.LabelPodGroup] == "hi" },
-		minMember: func(k types.NamespacedName) int {
+	in := Input{
+		Nodes:    nodes,
+		Priority: tc.prio,
+		Own:      func(p *v1.Pod) bool { return p.Labels[api.LabelPodGroup] == "hi" },
+		MinMember: func(k types.NamespacedName) int {
 			return tc.minMember[k.Name]
 		},
-		gangPriority: func(k types.NamespacedName) (int32, bool) {
+		GangPriority: func(k types.NamespacedName) (int32, bool) {
 			v, ok := tc.recorded[k.Name]
 			return v, ok
 		},
-		pdbs:     tc.pdbs,
-		gpuNames: gpuResourceNames,
+		PDBs:     tc.pdbs,
+		GPUNames: gpuNames,
 	}
-	units := buildUnits(in)
+	units := Build(in)
 	req := plan.Request{Gang: "ns/hi", MinMember: tc.n, Pending: pending}
-	return searchVictims(context.Background(), units, func(ctx context.Context, removed map[types.UID]bool) (*plan.Plan, error) {
+	return Search(context.Background(), units, func(ctx context.Context, removed map[types.UID]bool) (*plan.Plan, error) {
 		r := req
-		r.Nodes = removeFromNodes(klog.Background(), nodes, removed)
+		r.Nodes = RemoveFromNodes(klog.Background(), nodes, removed)
 		return plan.Compute(ctx, r)
-	}, newShortfall(pending, nodes))
+	}, NewShortfall(pending, nodes))
 }
 
-func unitKeys(units []*victimUnit) []string {
+func unitKeys(units []*Unit) []string {
 	var out []string
 	for _, u := range units {
-		out = append(out, u.key)
+		out = append(out, u.Key)
 	}
 	sort.Strings(out)
 	return out
@@ -282,9 +284,9 @@ func TestSearchVictims(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := runVictimCase(t, tc)
 			if tc.wantErr != "" {
-				var wnf *wouldNotFitError
+				var wnf *WouldNotFitError
 				if !errors.As(err, &wnf) || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err %v, want a wouldNotFitError containing %q", err, tc.wantErr)
+					t.Fatalf("err %v, want a WouldNotFitError containing %q", err, tc.wantErr)
 				}
 				return
 			}
@@ -293,11 +295,11 @@ func TestSearchVictims(t *testing.T) {
 			}
 			want := append([]string(nil), tc.want...)
 			sort.Strings(want)
-			if got := unitKeys(res.units); !slices.Equal(got, want) {
+			if got := unitKeys(res.Units); !slices.Equal(got, want) {
 				t.Errorf("victims %v, want %v", got, want)
 			}
-			if len(res.plan.Assignments) < tc.n {
-				t.Errorf("plan places %d members, want %d", len(res.plan.Assignments), tc.n)
+			if len(res.Plan.Assignments) < tc.n {
+				t.Errorf("plan places %d members, want %d", len(res.Plan.Assignments), tc.n)
 			}
 		})
 	}
@@ -305,47 +307,28 @@ func TestSearchVictims(t *testing.T) {
 
 func TestCheaperOrder(t *testing.T) {
 	at := func(d time.Duration) time.Time { return testNow.Add(-d) }
-	units := []*victimUnit{
-		{key: "pdb", violatesPDB: true, priority: 0},
-		{key: "gang-hi", breaksGang: true, priority: 9, started: at(time.Hour)},
-		{key: "gang-big", breaksGang: true, priority: 1, pods: make([]fwk.PodInfo, 8), started: at(time.Hour)},
-		{key: "gang-gpu", breaksGang: true, priority: 1, pods: make([]fwk.PodInfo, 2), gpus: 16, started: at(time.Hour)},
-		{key: "gang-old", breaksGang: true, priority: 1, pods: make([]fwk.PodInfo, 2), gpus: 2, started: at(2 * time.Hour)},
-		{key: "gang-young", breaksGang: true, priority: 1, pods: make([]fwk.PodInfo, 2), gpus: 2, started: at(time.Minute)},
-		{key: "pod", priority: 50},
-		{key: "extra", extra: true, priority: 60},
+	units := []*Unit{
+		{Key: "pdb", ViolatesPDB: true, Priority: 0},
+		{Key: "gang-hi", BreaksGang: true, Priority: 9, Started: at(time.Hour)},
+		{Key: "gang-big", BreaksGang: true, Priority: 1, Pods: make([]fwk.PodInfo, 8), Started: at(time.Hour)},
+		{Key: "gang-gpu", BreaksGang: true, Priority: 1, Pods: make([]fwk.PodInfo, 2), GPUs: 16, Started: at(time.Hour)},
+		{Key: "gang-old", BreaksGang: true, Priority: 1, Pods: make([]fwk.PodInfo, 2), GPUs: 2, Started: at(2 * time.Hour)},
+		{Key: "gang-young", BreaksGang: true, Priority: 1, Pods: make([]fwk.PodInfo, 2), GPUs: 2, Started: at(time.Minute)},
+		{Key: "pod", Priority: 50},
+		{Key: "extra", Extra: true, Priority: 60},
 	}
 	want := []string{"extra", "pod", "gang-young", "gang-old", "gang-gpu", "gang-big", "gang-hi", "pdb"}
 	for range 5 {
-		shuffled := append([]*victimUnit(nil), units...)
+		shuffled := append([]*Unit(nil), units...)
 		slices.Reverse(shuffled)
-		sort.SliceStable(shuffled, func(i, j int) bool { return cheaper(shuffled[i], shuffled[j]) })
+		sort.SliceStable(shuffled, func(i, j int) bool { return Cheaper(shuffled[i], shuffled[j]) })
 		var got []string
 		for _, u := range shuffled {
-			got = append(got, u.key)
+			got = append(got, u.Key)
 		}
 		if !slices.Equal(got, want) {
 			t.Fatalf("order %v, want %v", got, want)
 		}
-	}
-}
-
-func TestPreemptorPolicyAndPriority(t *testing.T) {
-	never := v1.PreemptNever
-	a := vpod{name: "a", gang: "g", prio: 10}.pod()
-	b := vpod{name: "b", gang: "g", prio: 30}.pod()
-	c := vpod{name: "c", gang: "g", prio: 20}.pod()
-	pr := newPreemptor(a, types.NamespacedName{Namespace: "ns", Name: "g"}, nil, []*v1.Pod{a, b, c})
-	if pr.priority != 30 || pr.never {
-		t.Errorf("priority %d never %v, want the highest member priority 30 and policy PreemptLowerPriority", pr.priority, pr.never)
-	}
-	pg := &schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{api.AnnotationPriority: "500"}}}
-	if pr := newPreemptor(a, types.NamespacedName{Namespace: "ns", Name: "g"}, pg, []*v1.Pod{a, b, c}); pr.priority != 500 {
-		t.Errorf("priority %d with the PodGroup's recorded 500, want 500 (a member not seen yet may have it)", pr.priority)
-	}
-	c.Spec.PreemptionPolicy = &never
-	if pr := newPreemptor(a, types.NamespacedName{Namespace: "ns", Name: "g"}, nil, []*v1.Pod{a, b, c}); !pr.never {
-		t.Errorf("a member with preemptionPolicy Never: never=false, want true")
 	}
 }
 
@@ -385,30 +368,30 @@ func TestSearchVictimsAgainstExhaustive(t *testing.T) {
 		tc := victimCase{gpusPerNode: 8, nodes: nodes, running: running, n: 1 + rnd.IntN(3), gpus: int64(2 + rnd.IntN(5)), prio: 100}
 		nodeInfos := victimNodes(tc.gpusPerNode, tc.nodes, tc.running)
 		pending := preemptorPods(tc.n, tc.gpus)
-		units := buildUnits(victimInput{nodes: nodeInfos, priority: tc.prio, gpuNames: gpuResourceNames})
+		units := Build(Input{Nodes: nodeInfos, Priority: tc.prio, GPUNames: gpuNames})
 		if len(units) > 12 {
 			continue
 		}
 		req := plan.Request{Gang: "ns/hi", MinMember: tc.n, Pending: pending}
 		fit := func(ctx context.Context, removed map[types.UID]bool) (*plan.Plan, error) {
 			r := req
-			r.Nodes = removeFromNodes(klog.Background(), nodeInfos, removed)
+			r.Nodes = RemoveFromNodes(klog.Background(), nodeInfos, removed)
 			return plan.Compute(ctx, r)
 		}
-		setFits := func(set []*victimUnit) bool {
+		setFits := func(set []*Unit) bool {
 			removed := map[types.UID]bool{}
 			for _, u := range set {
-				for _, pi := range u.pods {
+				for _, pi := range u.Pods {
 					removed[pi.GetPod().UID] = true
 				}
 			}
 			_, err := fit(context.Background(), removed)
 			return err == nil
 		}
-		var best []*victimUnit
+		var best []*Unit
 		bestFound := false
 		for mask := 0; mask < 1<<len(units); mask++ {
-			var set []*victimUnit
+			var set []*Unit
 			for i, u := range units {
 				if mask&(1<<i) != 0 {
 					set = append(set, u)
@@ -418,10 +401,10 @@ func TestSearchVictimsAgainstExhaustive(t *testing.T) {
 				best, bestFound = set, true
 			}
 		}
-		res, err := searchVictims(context.Background(), units, fit, newShortfall(pending, nodeInfos))
+		res, err := Search(context.Background(), units, fit, NewShortfall(pending, nodeInfos))
 		if !bestFound {
 			if err == nil {
-				t.Fatalf("trial %d: search found %v where no subset fits", trial, unitKeys(res.units))
+				t.Fatalf("trial %d: search found %v where no subset fits", trial, unitKeys(res.Units))
 			}
 			continue
 		}
@@ -432,13 +415,13 @@ func TestSearchVictimsAgainstExhaustive(t *testing.T) {
 		if len(best) > 0 {
 			found++
 		}
-		for i := range res.units {
-			rest := append(append([]*victimUnit(nil), res.units[:i]...), res.units[i+1:]...)
+		for i := range res.Units {
+			rest := append(append([]*Unit(nil), res.Units[:i]...), res.Units[i+1:]...)
 			if setFits(rest) {
-				t.Errorf("trial %d: victim set %v is not minimal: fits without %s", trial, unitKeys(res.units), res.units[i].key)
+				t.Errorf("trial %d: victim set %v is not minimal: fits without %s", trial, unitKeys(res.Units), res.Units[i].Key)
 			}
 		}
-		got, want := costOf(res.units), costOf(best)
+		got, want := costOf(res.Units), costOf(best)
 		if got == want {
 			optimal++
 		}

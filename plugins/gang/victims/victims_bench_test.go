@@ -1,4 +1,4 @@
-package gang
+package victims
 
 import (
 	"context"
@@ -57,31 +57,31 @@ func BenchmarkVictimSearch(b *testing.B) {
 			snapshot := victimNodes(gpus, names, running)
 			pending := preemptorPods(bc.n, bc.perPod)
 			req := plan.Request{Gang: "ns/hi", MinMember: bc.n, Pending: pending}
-			in := victimInput{
-				nodes:     snapshot,
-				priority:  100,
-				own:       func(p *v1.Pod) bool { return p.Labels[api.LabelPodGroup] == "hi" },
-				minMember: func(types.NamespacedName) int { return 8 },
-				gpuNames:  gpuResourceNames,
+			in := Input{
+				Nodes:     snapshot,
+				Priority:  100,
+				Own:       func(p *v1.Pod) bool { return p.Labels[api.LabelPodGroup] == "hi" },
+				MinMember: func(types.NamespacedName) int { return 8 },
+				GPUNames:  gpuNames,
 			}
 			logger := klog.Background()
-			var res *searchResult
+			var res *Result
 			b.ResetTimer()
 			for range b.N {
-				units := buildUnits(in)
+				units := Build(in)
 				var err error
-				res, err = searchVictims(context.Background(), units, func(ctx context.Context, removed map[types.UID]bool) (*plan.Plan, error) {
+				res, err = Search(context.Background(), units, func(ctx context.Context, removed map[types.UID]bool) (*plan.Plan, error) {
 					r := req
-					r.Nodes = removeFromNodes(logger, snapshot, removed)
+					r.Nodes = RemoveFromNodes(logger, snapshot, removed)
 					return plan.Compute(ctx, r)
-				}, newShortfall(pending, snapshot))
+				}, NewShortfall(pending, snapshot))
 				if err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.StopTimer()
-			evicted := len(victimPods(res.units))
-			b.ReportMetric(float64(res.plans), "plans/op")
+			evicted := len(Pods(res.Units))
+			b.ReportMetric(float64(res.Plans), "plans/op")
 			b.ReportMetric(float64(evicted), "evicted")
 			b.ReportMetric(float64(bc.minVictims), "min-evicted")
 			if evicted < bc.minVictims {
