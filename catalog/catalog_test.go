@@ -209,6 +209,7 @@ func runFixture(t *testing.T, dir string, entry *Entry) {
 	if got := obj.GroupVersionKind().GroupKind(); got != entry.GroupKind {
 		t.Fatalf("%s/object.yaml is a %v, the definition's root is %v", dir, got, entry.GroupKind)
 	}
+	ctx = fixtureReferences(t, ctx, dir, c, obj)
 	expData, err := os.ReadFile(filepath.Join(dir, "expected.yaml"))
 	if err != nil {
 		t.Fatal(err)

@@ -160,6 +160,9 @@ type Compiled struct {
 	// gang instruction, used only when the workload sets
 	// muster.io/min-member: the override works for every kind.
 	overrideGang *gangDef
+	// refs are the declared references (muster.io/references), whose
+	// objects root-side expressions read as $name.
+	refs []*refDef
 
 	// podNeeds is what the pod-side expressions can read of a pod.
 	podNeeds *podNeeds

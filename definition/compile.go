@@ -3,6 +3,7 @@ package definition
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/itchyny/gojq"
@@ -101,6 +102,9 @@ func Validate(k *kartav1alpha1.Karta) field.ErrorList {
 type builder struct {
 	c    *Compiled
 	errs field.ErrorList
+	// refVars are the variables of the declared references ($name), which
+	// every root-side expression may read.
+	refVars []string
 }
 
 func (b *builder) add(errs ...*field.Error) { b.errs = append(b.errs, errs...) }
@@ -115,12 +119,21 @@ func (b *builder) compileExpr(fp *field.Path, src string, required bool) *expr {
 		}
 		return nil
 	}
-	e, fe := compileJQ(fp, src)
+	e, fe := compileJQVars(fp, src, b.refVars)
 	if fe != nil {
 		b.add(fe)
 		return nil
 	}
 	return e
+}
+
+// podExpr compiles an expression that runs on a pod. It cannot read the
+// references: what a pod matches is remembered per pod, not per binding.
+func (b *builder) podExpr(fp *field.Path, src string, required bool) *expr {
+	vars := b.refVars
+	b.refVars = nil
+	defer func() { b.refVars = vars }()
+	return b.compileExpr(fp, src, required)
 }
 
 func (b *builder) optExpr(fp *field.Path, src *string) *expr {
@@ -135,6 +148,11 @@ func (b *builder) optExpr(fp *field.Path, src *string) *expr {
 }
 
 func compileJQ(fp *field.Path, src string) (*expr, *field.Error) {
+	return compileJQVars(fp, src, nil)
+}
+
+// compileJQVars compiles src with the reference variables vars in scope.
+func compileJQVars(fp *field.Path, src string, vars []string) (*expr, *field.Error) {
 	if fe := checkExprBounds(fp, src); fe != nil {
 		return nil, fe
 	}
@@ -159,11 +177,15 @@ func compileJQ(fp *field.Path, src string) (*expr, *field.Error) {
 	if err != nil {
 		return nil, field.Invalid(fp, src, "jq expression cannot be guarded: "+err.Error())
 	}
-	code, err := gojq.Compile(guarded, compilerOptions...)
+	code, err := gojq.Compile(guarded, withRefVars(vars)...)
 	if err != nil {
-		return nil, field.Invalid(fp, src, "jq expression does not compile: "+err.Error())
+		msg := "jq expression does not compile: " + err.Error()
+		if strings.Contains(err.Error(), "variable not defined") {
+			msg += "; a definition reads another object through a reference declared in the annotation " + AnnotationReferences + " (not in pod-side paths)"
+		}
+		return nil, field.Invalid(fp, src, msg)
 	}
-	e := &expr{field: fp.String(), src: src, query: q, code: code}
+	e := &expr{field: fp.String(), src: src, query: q, code: code, vars: len(vars)}
 	e.keys, e.simple = constPath(q)
 	e.pod = podFieldOf(e.keys, e.simple)
 	return e, nil
@@ -235,6 +257,7 @@ func build(k *kartav1alpha1.Karta, opts Options) (*Compiled, field.ErrorList) {
 	if b.bounds(); len(b.errs) > 0 {
 		return nil, b.errs
 	}
+	b.references()
 	b.components()
 	b.gangScheduling()
 	if len(b.errs) > 0 {

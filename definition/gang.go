@@ -57,7 +57,7 @@ type planCache struct {
 
 // planKey is a root object's UID and resourceVersion; the zero key means
 // the object cannot be cached.
-type planKey struct{ uid, rv string }
+type planKey struct{ uid, rv, refs string }
 
 const planCacheSize = 256
 
@@ -93,12 +93,19 @@ func cacheKey(obj *unstructured.Unstructured) planKey {
 	if uid == "" || rv == "" {
 		return planKey{}
 	}
-	return planKey{uid, rv}
+	return planKey{uid: uid, rv: rv}
 }
 
 // plan returns the gang sizes of root, from the cache when it can.
 func (c *Compiled) plan(ctx context.Context, root *unstructured.Unstructured) (*rootPlan, error) {
 	key := cacheKey(root)
+	// The objects bound to the references are part of what the plan
+	// depends on.
+	if refs, ok := c.refsKey(ctx); !ok {
+		key = planKey{}
+	} else if key != (planKey{}) {
+		key.refs = refs
+	}
 	if p := c.cache.get(key); p != nil {
 		return p, p.err
 	}

@@ -32,6 +32,9 @@ type expr struct {
 	// pod reads the same value straight from a *corev1.Pod, when keys is
 	// one of the metadata paths it knows.
 	pod podField
+	// vars is the number of reference variables the expression was
+	// compiled with (see references.go); 0 for most.
+	vars int
 }
 
 // constPath returns the keys of q when q is a path of constant object keys
@@ -360,7 +363,12 @@ func (c *Compiled) eval(ctx context.Context, e *expr, input any) ([]any, error) 
 		}
 	}
 	dl := newDeadlineCtx(ctx, c.opts.Timeout)
-	iter := e.code.RunWithContext(dl, input, dl)
+	var iter gojq.Iter
+	if e.vars > 0 {
+		iter = e.code.RunWithContext(dl, input, c.refValues(ctx, dl)...)
+	} else {
+		iter = e.code.RunWithContext(dl, input, dl)
+	}
 	var out []any
 	for {
 		v, ok := iter.Next()

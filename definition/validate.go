@@ -167,7 +167,7 @@ func (b *builder) component(i int, comp *component) {
 			if ts.Value != nil && ts.KeyPath == "" {
 				b.add(field.Required(tp.Child("keyPath"), "value needs a keyPath to compare with"))
 			}
-			comp.typeKey = b.compileExpr(tp.Child("keyPath"), ts.KeyPath, false)
+			comp.typeKey = b.podExpr(tp.Child("keyPath"), ts.KeyPath, false)
 			comp.typeValue = ts.Value
 			for key := range ts.MatchLabels {
 				for _, msg := range validation.IsQualifiedName(key) {
@@ -178,13 +178,13 @@ func (b *builder) component(i int, comp *component) {
 		}
 		if is := ps.ComponentInstanceSelector; is != nil {
 			ip := pp.Child("componentInstanceSelector")
-			comp.instanceSel = b.compileExpr(ip.Child("idPath"), is.IDPath, true)
+			comp.instanceSel = b.podExpr(ip.Child("idPath"), is.IDPath, true)
 			if d.InstanceIDPath == nil {
 				b.add(field.Required(fp.Child("instanceIdPath"), "componentInstanceSelector needs instanceIdPath on the component to compare with"))
 			}
 		}
 		if rs := ps.ReplicaSelector; rs != nil {
-			comp.replicaSel = b.compileExpr(pp.Child("replicaSelector", "keyPath"), rs.KeyPath, true)
+			comp.replicaSel = b.podExpr(pp.Child("replicaSelector", "keyPath"), rs.KeyPath, true)
 		}
 	}
 	if d.InstanceIDPath != nil && comp.hasPods && (d.PodSelector == nil || d.PodSelector.ComponentInstanceSelector == nil) {
@@ -426,10 +426,10 @@ func (b *builder) gangScheduling() {
 			seen.Insert(m.ComponentName)
 			md := memberDef{comp: ci}
 			for ki, kp := range m.GroupByKeyPaths {
-				md.groupBy = append(md.groupBy, b.compileExpr(mp.Child("groupByKeyPaths").Index(ki), kp, true))
+				md.groupBy = append(md.groupBy, b.podExpr(mp.Child("groupByKeyPaths").Index(ki), kp, true))
 			}
 			for fi, f := range m.Filters {
-				md.filters = append(md.filters, b.compileExpr(mp.Child("filters").Index(fi), f, true))
+				md.filters = append(md.filters, b.podExpr(mp.Child("filters").Index(fi), f, true))
 			}
 			if len(m.GroupByKeyPaths) > 0 {
 				g.grouped = true
