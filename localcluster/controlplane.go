@@ -31,8 +31,10 @@ type Options struct {
 	// "--authorization-mode=Node,RBAC". The harness always passes
 	// --disable-admission-plugins=ServiceAccount,TaintNodesByCondition: there
 	// is no service-account controller to create the default SA and no node
-	// lifecycle controller to lift the not-ready taint. A later flag of the
-	// same name wins.
+	// lifecycle controller to lift the not-ready taint; and
+	// --shutdown-watch-termination-grace-period=2s, so that Stop does not
+	// wait a minute for clients' open watches. A later flag of the same
+	// name wins.
 	APIServerFlags []string
 
 	// NativePodGroups serves the upstream gang-scheduling API
@@ -187,7 +189,14 @@ func (cp *ControlPlane) startAPIServer(opts Options) error {
 	sc := storagebackend.NewDefaultConfig(fmt.Sprintf("/%s/registry", filepath.Base(cp.dir)), nil)
 	sc.Transport.ServerList = []string{cp.EtcdEndpoint}
 
-	flags := []string{"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition"}
+	flags := []string{
+		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+		// Without a watch grace period the apiserver's HTTP shutdown waits
+		// its full request timeout (60 s) for every open watch, such as a
+		// user's `kubectl get -w` on the sandbox; with one, the watch
+		// handlers see the shutdown signal and end at once.
+		"--shutdown-watch-termination-grace-period=2s",
+	}
 	// Feature gates are process-global: a second control plane in a process
 	// whose first one turned GenericWorkload on has the gate on too, and its
 	// schedulers then watch PodGroups. Serve the API whenever the gate is on
