@@ -37,15 +37,17 @@ import (
 	"github.com/muster-io/muster/plugins/gang/plan"
 )
 
-const fitLong = `Say whether a workload's gangs would fit on a cluster now, and where.
+const fitLong = `Say whether a workload's gangs would fit on a cluster now, after preempting
+lower-priority work, or not at all, and where.
 
 For each gang of the workload (the gangs the pod-grouper would create, or the
-PodGroups of a workload already submitted): fits now or does not fit, the node
-chosen for each member, the topology domain when the workload or PodGroup sets
-muster.io/topology-required or muster.io/topology-preferred, the free GPUs of
-each node before and after, and, when it does not fit, the reason in the words
-muster-scheduler uses. The gangs of a workload (and the workloads of a file)
-are placed one after the other, each on what the previous ones left.
+PodGroups of a workload already submitted): fits now, fits after preempting,
+or does not fit; the node chosen for each member, the topology domain when the
+workload or PodGroup sets muster.io/topology-required or
+muster.io/topology-preferred, the free GPUs of each node before and after,
+and, when it does not fit now, the reason in the words muster-scheduler uses.
+The gangs of a workload (and the workloads of a file) are placed one after
+the other, each on what the previous ones left.
 
 muster fit runs the scheduler plugin's own whole-gang planner
 (plugins/gang/plan) on a snapshot of the cluster read with two list calls
@@ -55,27 +57,48 @@ NodeUnschedulable, NodeName, TaintToleration, NodeAffinity (node selectors and
 required node affinity) and NodePorts plugins filter them, with their own
 code; resources (CPU, memory, pods, GPUs and every other requested resource)
 as the planner counts them. Not evaluated: required inter-pod affinity and
-topology spread constraints, volumes, capacity other gangs' plans hold in the
-scheduler's memory, and preemption (the output says "preemption: not
-evaluated").
+topology spread constraints, volumes, and capacity other gangs' plans hold
+in the scheduler's memory.
+
+Preemption: a gang that does not fit now is given the scheduler's victim
+search (plugins/gang/victims), on the same snapshot. The gang's priority is
+its highest member's: spec.priority of a submitted pod, else the pod
+template's priorityClassName resolved with the cluster's PriorityClasses
+(none named: the globalDefault class, else 0), raised to what the
+pod-grouper recorded on the PodGroup; preemptionPolicy Never on any member
+means no preemption. Victims are whole units of strictly lower priority:
+every bound pod of a gang (muster, native or another mechanism's), a pod in
+no gang, or one extra of an elastic gang above its quorum; the cheapest set
+that lets the gang fit (no PodDisruptionBudget violated, no gang broken,
+lower priority, fewer pods, fewer GPUs, younger first). "fits after
+preempting" lists those units and the placement once they are gone;
+"does not fit" says, in the scheduler's words, why preempting would not
+help. What the scheduler then chooses can differ when the cluster changes
+in between, or when other gangs' plans hold room. --no-preemption asks only
+"fits now".
 
 With several --context flags every cluster is evaluated and ranked: clusters
-where every gang fits now first, then the fewest nodes left with a partly
-allocated set of GPUs after the placement (fragmentation: a node with some but
-not all of its GPUs in use can take only smaller members later), then the
-order given. A cluster that cannot be read is listed last with its error.
+where every gang fits now first, then those where every gang fits after
+preempting (the fewest pods evicted, then the fewest GPUs, first), then the
+rest; within each, the fewest nodes left with a partly allocated set of GPUs
+after the placement (fragmentation: a node with some but not all of its GPUs
+in use can take only smaller members later), then the order given. A
+cluster that cannot be read is listed last with its error.
 
 TYPE/NAME reads a submitted workload (its pending members are placed, its bound
 members stay where they are); with several contexts it is read from the first
 one and its spec is evaluated on the others as with -f.
 
 The exit code is 0 whenever the report is printed, whether the gangs fit or
-not (read "fits" in -o json); with several contexts, also when some cannot be
-read, as long as one can.
+not (read "verdict" in -o json); with several contexts, also when some cannot
+be read, as long as one can.
 
-RBAC: list nodes (cluster-wide) and list pods (all namespaces); with TYPE/NAME
-also get the workload and list pods and PodGroups in its namespace; the
-cluster's Kartas are listed when readable.`
+RBAC, read-only: list nodes (cluster-wide) and list pods (all namespaces);
+when a gang does not fit now, also list priorityclasses,
+poddisruptionbudgets (all namespaces) and podgroups (all namespaces; without
+them the search knows no elastic extras, and says so); with TYPE/NAME also
+get the workload and list pods and PodGroups in its namespace; the cluster's
+Kartas are listed when readable.`
 
 const fitExample = `  # Would this manifest fit on the current cluster now, and where?
   muster fit -f train.yaml
@@ -86,19 +109,27 @@ const fitExample = `  # Would this manifest fit on the current cluster now, and 
   # Rank clusters: where does it fit now, leaving the least fragmentation?
   muster fit -f train.yaml --context prod-a --context prod-b --context lab
 
+  # Only "fits now": do not evaluate what the gangs would preempt
+  muster fit -f train.yaml --no-preemption
+
   # For a placer: the same as JSON (schema in cli/README.md)
   muster fit -f train.yaml --context prod-a --context prod-b -o json
 
   # GPUs under another resource name
   muster fit -f train.yaml --gpu-resource gpu.intel.com/i915`
 
-// fitPreemption is what fit says about preemption until the plugin
-// preempts: a gang that fits only after evicting others shows as not fitting.
-const fitPreemption = "not evaluated"
+// What the report says about preemption: evaluated as muster-scheduler
+// would preempt, or not (--no-preemption: a gang that fits only after
+// evicting others shows as not fitting).
+const (
+	preemptionEvaluated = "evaluated"
+	preemptionOff       = "not evaluated"
+)
 
 // Verdicts, as the table and JSON say them.
 const (
 	verdictFits    = "fits now"
+	verdictPreempt = "fits after preempting"
 	verdictNoFit   = "does not fit"
 	verdictNoGang  = "no gang"
 	verdictUnknown = "not evaluated"
@@ -112,6 +143,8 @@ type FitOptions struct {
 	Contexts  []string
 	Output    string
 	Namespace string
+	// NoPreemption asks only whether the gangs fit now.
+	NoPreemption bool
 
 	typeArg, nameArg string
 
@@ -124,7 +157,7 @@ func NewCmdFit(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:                   "fit (-f FILE | TYPE/NAME | TYPE NAME) [--context NAME]... [-o table|wide|json|yaml]",
 		DisableFlagsInUseLine: true,
-		Short:                 "Say whether a workload's gangs fit now, on which nodes, and rank clusters",
+		Short:                 "Say whether a workload's gangs fit now or after preempting, on which nodes, and rank clusters",
 		Long:                  fitLong,
 		Example:               fitExample,
 		ValidArgsFunction:     completeTypeAndName(env),
@@ -135,8 +168,17 @@ func NewCmdFit(env *Env) *cobra.Command {
 	// Shadows the global --context: one context works as everywhere else,
 	// several are evaluated and ranked.
 	f.StringArrayVar(&o.Contexts, "context", nil, "Kubeconfig context to evaluate; repeat to rank several clusters")
+	f.BoolVar(&o.NoPreemption, "no-preemption", false, "Only say whether the gangs fit now: do not evaluate what they would preempt")
 	addOutputFlag(cmd, &o.Output)
 	return cmd
+}
+
+// preemption is what the report says about preemption.
+func (o *FitOptions) preemption() string {
+	if o.NoPreemption {
+		return preemptionOff
+	}
+	return preemptionEvaluated
 }
 
 // Complete fills the options from the arguments.
@@ -256,7 +298,7 @@ func (o *FitOptions) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		return o.print(rankClusters([]*ClusterFit{cf}))
+		return o.print(rankClusters([]*ClusterFit{cf}, o.preemption()))
 	}
 
 	var clusters []*ClusterFit
@@ -277,7 +319,7 @@ func (o *FitOptions) Run(ctx context.Context) error {
 				return err // the input, not the cluster: every context would say so
 			}
 			o.env.warnf("context %s: %v", name, err)
-			cf = &ClusterFit{Context: name, Error: oneLine(err.Error()), Workloads: []WorkloadFit{}, Warnings: []string{}}
+			cf = &ClusterFit{Context: name, Error: oneLine(err.Error()), Verdict: "error", Workloads: []WorkloadFit{}, Warnings: []string{}}
 		}
 		clusters = append(clusters, cf)
 	}
@@ -288,7 +330,7 @@ func (o *FitOptions) Run(ctx context.Context) error {
 	if !ok {
 		return firstErr
 	}
-	return o.print(rankClusters(clusters))
+	return o.print(rankClusters(clusters, o.preemption()))
 }
 
 // evaluate places the workloads on one cluster. root, when set, is a live
@@ -329,6 +371,7 @@ func (o *FitOptions) evaluate(ctx context.Context, name string, c *Cluster, objs
 	if err != nil {
 		return nil, nil, err
 	}
+	snap.preemption = !o.NoPreemption
 	cf, err := snap.place(ctx, workloads)
 	if err != nil {
 		return nil, nil, err
@@ -360,7 +403,12 @@ type fitGang struct {
 	minMember int
 	pending   []*corev1.Pod
 	placed    []string // nodes of bound members
+	bound     []*corev1.Pod
 	topology  plan.Topology
+	// recorded is the priority the pod-grouper recorded on a live
+	// PodGroup, with its class.
+	recorded      *int32
+	recordedClass string
 	// blocked is a reason known without planning: the scheduler would not
 	// plan the gang either (PodGroup missing), or fit cannot tell its
 	// members.
@@ -638,6 +686,7 @@ func (o *FitOptions) liveWorkload(ctx context.Context, c *Cluster, defs *definit
 			}
 			if p.Spec.NodeName != "" {
 				g.placed = append(g.placed, p.Spec.NodeName)
+				g.bound = append(g.bound, p)
 			} else {
 				g.pending = append(g.pending, p)
 			}
@@ -650,6 +699,9 @@ func (o *FitOptions) liveWorkload(ctx context.Context, c *Cluster, defs *definit
 			continue
 		}
 		g.definition = pg.GetLabels()[api.LabelDefinition]
+		if prio, ok := api.PodGroupPriority(pg.GetAnnotations()); ok {
+			g.recorded, g.recordedClass = &prio, pg.GetAnnotations()[api.AnnotationPriorityClass]
+		}
 		if mm, ok, _ := unstructured.NestedInt64(pg.Object, "spec", "minMember"); ok && mm > 1 {
 			g.minMember = int(mm)
 		}
@@ -671,6 +723,14 @@ type fitSnapshot struct {
 	byName   map[string]*framework.NodeInfo
 	gpuNames []corev1.ResourceName
 	pods     int
+	// added are the pods fit placed: they do not exist, and are never
+	// victims.
+	added map[types.UID]bool
+
+	// preemption: a gang that does not fit now is searched victims for.
+	preemption bool
+	cluster    *Cluster
+	lists      *preemptionLists
 }
 
 // fitPageSize bounds one list response; a cluster of 10,000 pods is read
@@ -679,7 +739,7 @@ const fitPageSize = 500
 
 // takeSnapshot lists the nodes and the bound, unfinished pods.
 func takeSnapshot(ctx context.Context, c *Cluster, gpuNames []corev1.ResourceName) (*fitSnapshot, error) {
-	s := &fitSnapshot{byName: map[string]*framework.NodeInfo{}, gpuNames: gpuNames}
+	s := &fitSnapshot{byName: map[string]*framework.NodeInfo{}, gpuNames: gpuNames, added: map[types.UID]bool{}, cluster: c}
 	var nodes []*corev1.Node
 	np := pager.New(pager.SimplePageFunc(func(opts metav1.ListOptions) (runtime.Object, error) {
 		return c.Kube.CoreV1().Nodes().List(ctx, opts)
@@ -760,28 +820,46 @@ func (s *fitSnapshot) place(ctx context.Context, workloads []*fitWorkload) (*Clu
 	}
 	cf := &ClusterFit{Nodes: len(s.infos), BoundPods: s.pods, Fits: true, Workloads: []WorkloadFit{}, Warnings: []string{}}
 	cf.GPUs, cf.GPUsFree, cf.PartialGPUNodes = s.totals()
+	// fitsSome: every gang so far fits now or after preempting.
+	fitsSome := true
 	for _, w := range workloads {
 		wf := WorkloadFit{Kind: w.root.GetKind(), APIVersion: w.root.GetAPIVersion(), Namespace: w.ns, Name: w.root.GetName(),
 			Definition: w.def, Source: w.source, Note: w.note, Fits: true, Gangs: []GangFit{}}
+		wfSome := true
 		for _, g := range w.gangs {
 			gf, err := s.placeGang(ctx, g, filter)
 			if err != nil {
 				return nil, err
 			}
 			wf.Fits = wf.Fits && gf.Fits
+			wfSome = wfSome && (gf.Fits || gf.FitsAfterPreempting)
+			for _, v := range gf.Victims {
+				cf.VictimUnits++
+				cf.VictimPods += v.Pods
+				cf.VictimGPUs += v.GPUs
+			}
 			wf.Gangs = append(wf.Gangs, gf)
 		}
+		wf.FitsAfterPreempting = !wf.Fits && wfSome
 		switch {
 		case len(w.gangs) == 0:
 			wf.Verdict = verdictNoGang
 			wf.Note = "no gang: muster-scheduler places its pods one by one; fit evaluates gangs only"
 		case wf.Fits:
 			wf.Verdict = verdictFits
+		case wf.FitsAfterPreempting:
+			wf.Verdict = verdictPreempt
 		default:
 			wf.Verdict = verdictNoFit
 		}
 		cf.Fits = cf.Fits && wf.Fits
+		fitsSome = fitsSome && wfSome
 		cf.Workloads = append(cf.Workloads, wf)
+	}
+	cf.FitsAfterPreempting = !cf.Fits && fitsSome
+	cf.Verdict = clusterVerdict(cf)
+	if s.lists != nil {
+		cf.Warnings = append(cf.Warnings, s.lists.warnings...)
 	}
 	_, cf.GPUsFreeAfter, cf.PartialGPUNodesAfter = s.totals()
 	return cf, nil
@@ -791,7 +869,7 @@ func (s *fitSnapshot) place(ctx context.Context, workloads []*fitWorkload) (*Clu
 // members to the snapshot on their nodes.
 func (s *fitSnapshot) placeGang(ctx context.Context, g *fitGang, filter plan.Filter) (GangFit, error) {
 	gf := GangFit{Name: g.name, PodGroup: g.podGroup, Definition: g.definition, MinMember: g.minMember,
-		Members: len(g.pending) + len(g.placed), Bound: len(g.placed), Assignments: []MemberFit{}, Nodes: []NodeFit{}}
+		Members: len(g.pending) + len(g.placed), Bound: len(g.placed), Assignments: []MemberFit{}, Nodes: []NodeFit{}, Victims: []VictimFit{}}
 	if g.topology.Key != "" {
 		gf.Topology = &TopologyFit{Key: g.topology.Key, Required: g.topology.Required}
 	}
@@ -805,23 +883,37 @@ func (s *fitSnapshot) placeGang(ctx context.Context, g *fitGang, filter plan.Fil
 		gf.Verdict, gf.Reason = g.blockedVerdict, g.blocked
 		return gf, nil
 	}
-	res, err := plan.Compute(ctx, plan.Request{
+	req := plan.Request{
 		Gang: g.key, MinMember: g.minMember, Pending: g.pending, Placed: g.placed,
 		Nodes: s.infos, Topology: g.topology, Filter: filter,
-	})
+	}
+	res, err := plan.Compute(ctx, req)
+	// before: free GPUs per node before the gang (and its victims);
+	// evicted: GPUs its victims free there.
+	before, evicted := map[string]int64{}, map[string]int64{}
 	var noPlace *plan.NoPlacementError
-	if errors.As(err, &noPlace) {
+	switch {
+	case errors.As(err, &noPlace):
 		gf.Verdict, gf.Reason = verdictNoFit, noPlace.Message
-		return gf, nil
-	}
-	if err != nil {
+		if !s.preemption {
+			return gf, nil
+		}
+		// Free GPUs before the victims go: the node table shows both.
+		for _, ni := range s.infos {
+			_, before[ni.Node().Name] = s.gpus(ni)
+		}
+		if res, err = s.preempt(ctx, g, req, &gf); err != nil || res == nil {
+			return gf, err
+		}
+		gf.FitsAfterPreempting, gf.Verdict = true, verdictPreempt
+	case err != nil:
 		return gf, err
+	default:
+		gf.Fits, gf.Verdict = true, verdictFits
 	}
-	gf.Fits, gf.Verdict = true, verdictFits
 	if gf.Topology != nil {
 		gf.Topology.Domain, gf.Topology.Relaxed = res.Domain, res.Relaxed
 	}
-	before := map[string]int64{}
 	perNode := map[string][]string{}
 	for _, p := range g.pending {
 		node, ok := res.Assignments[p.UID]
@@ -832,9 +924,14 @@ func (s *fitSnapshot) placeGang(ctx context.Context, g *fitGang, filter plan.Fil
 		if _, seen := before[node]; !seen {
 			_, before[node] = s.gpus(ni)
 		}
+		if _, seen := evicted[node]; !seen {
+			_, free := s.gpus(ni)
+			evicted[node] = free - before[node]
+		}
 		bound := p.DeepCopy()
 		bound.Spec.NodeName = node
 		ni.AddPod(bound)
+		s.added[bound.UID] = true
 		gpus := definition.GPUs(definition.PodRequests(&p.Spec), s.gpuNames)
 		gf.Assignments = append(gf.Assignments, MemberFit{Pod: p.Name, Node: node, GPUs: gpus})
 		perNode[node] = append(perNode[node], p.Name)
@@ -843,7 +940,7 @@ func (s *fitSnapshot) placeGang(ctx context.Context, g *fitGang, filter plan.Fil
 	for node, members := range perNode {
 		ni := s.byName[node]
 		alloc, after := s.gpus(ni)
-		nf := NodeFit{Name: node, GPUs: alloc, GPUsFree: before[node], GPUsFreeAfter: after, Members: members}
+		nf := NodeFit{Name: node, GPUs: alloc, GPUsFree: before[node], GPUsFreed: evicted[node], GPUsFreeAfter: after, Members: members}
 		if g.topology.Key != "" {
 			nf.Domain = ni.Node().Labels[g.topology.Key]
 		}
@@ -948,20 +1045,35 @@ func (f *schedulerFilter) Check(ctx context.Context, s *plan.Shape, ni fwk.NodeI
 }
 
 // rankClusters orders clusters best first and numbers them: fits now, then
-// the fewest nodes with partly allocated GPUs after placement, then the
-// order given; clusters with an error last.
-func rankClusters(cs []*ClusterFit) *FitReport {
+// fits after preempting (the fewest pods, then GPUs, evicted first), then
+// does not fit; within each, the fewest nodes with partly allocated GPUs
+// after placement, then the order given; clusters with an error last.
+func rankClusters(cs []*ClusterFit, preemption string) *FitReport {
+	class := func(c *ClusterFit) int {
+		switch {
+		case c.Error != "":
+			return 3
+		case c.Fits:
+			return 0
+		case c.FitsAfterPreempting:
+			return 1
+		}
+		return 2
+	}
 	sort.SliceStable(cs, func(i, j int) bool {
 		a, b := cs[i], cs[j]
-		if (a.Error == "") != (b.Error == "") {
-			return a.Error == ""
+		if ca, cb := class(a), class(b); ca != cb {
+			return ca < cb
 		}
-		if a.Fits != b.Fits {
-			return a.Fits
+		if a.FitsAfterPreempting && a.VictimPods != b.VictimPods {
+			return a.VictimPods < b.VictimPods
+		}
+		if a.FitsAfterPreempting && a.VictimGPUs != b.VictimGPUs {
+			return a.VictimGPUs < b.VictimGPUs
 		}
 		return a.PartialGPUNodesAfter < b.PartialGPUNodesAfter
 	})
-	r := &FitReport{Preemption: fitPreemption, Clusters: make([]ClusterFit, len(cs))}
+	r := &FitReport{Preemption: preemption, Clusters: make([]ClusterFit, len(cs))}
 	for i, c := range cs {
 		c.Rank = i + 1
 		r.Clusters[i] = *c
@@ -972,8 +1084,10 @@ func rankClusters(cs []*ClusterFit) *FitReport {
 // FitReport is the JSON and YAML output of muster fit (stable: fields are
 // added, never renamed). cli/README.md documents every field.
 type FitReport struct {
-	// Preemption is "not evaluated": a gang that would fit only by evicting
-	// others shows as not fitting.
+	// Preemption is "evaluated" (a gang that does not fit now is searched
+	// victims for, as muster-scheduler would) or "not evaluated"
+	// (--no-preemption: a gang that would fit only by evicting others
+	// shows as not fitting).
 	Preemption string `json:"preemption"`
 	// Clusters are ranked, best first.
 	Clusters []ClusterFit `json:"clusters"`
@@ -987,12 +1101,23 @@ type ClusterFit struct {
 	// Error is set when the cluster could not be evaluated; the rest is
 	// then empty.
 	Error string `json:"error,omitempty"`
+	// Verdict: "fits now", "fits after preempting", "does not fit" or
+	// "error".
+	Verdict string `json:"verdict"`
 	// Fits: every gang of every workload fits now.
-	Fits      bool  `json:"fits"`
-	Nodes     int   `json:"nodes"`
-	BoundPods int   `json:"boundPods"`
-	GPUs      int64 `json:"gpus"`
-	GPUsFree  int64 `json:"gpusFree"`
+	Fits bool `json:"fits"`
+	// FitsAfterPreempting: not every gang fits now, but every one does,
+	// some after preempting their Victims.
+	FitsAfterPreempting bool `json:"fitsAfterPreempting"`
+	// VictimUnits, VictimPods and VictimGPUs sum the gangs' victims: what
+	// the ranking minimises among clusters that fit after preempting.
+	VictimUnits int   `json:"victimUnits"`
+	VictimPods  int   `json:"victimPods"`
+	VictimGPUs  int64 `json:"victimGPUs"`
+	Nodes       int   `json:"nodes"`
+	BoundPods   int   `json:"boundPods"`
+	GPUs        int64 `json:"gpus"`
+	GPUsFree    int64 `json:"gpusFree"`
 	// GPUsFreeAfter and PartialGPUNodesAfter are after placing the gangs
 	// that fit.
 	GPUsFreeAfter int64 `json:"gpusFreeAfter"`
@@ -1015,11 +1140,15 @@ type WorkloadFit struct {
 	// workload) or "spec" (a submitted workload's spec: no pod in a
 	// PodGroup yet, or read from another context).
 	Source string `json:"source"`
-	// Verdict: "fits now", "does not fit" or "no gang".
-	Verdict string    `json:"verdict"`
-	Fits    bool      `json:"fits"`
-	Note    string    `json:"note,omitempty"`
-	Gangs   []GangFit `json:"gangs"`
+	// Verdict: "fits now", "fits after preempting", "does not fit" or "no
+	// gang".
+	Verdict string `json:"verdict"`
+	Fits    bool   `json:"fits"`
+	// FitsAfterPreempting: some gang fits only after preempting, every
+	// other fits now.
+	FitsAfterPreempting bool      `json:"fitsAfterPreempting"`
+	Note                string    `json:"note,omitempty"`
+	Gangs               []GangFit `json:"gangs"`
 }
 
 // GangFit is the verdict on one gang.
@@ -1033,11 +1162,28 @@ type GangFit struct {
 	// Members counts the gang's pods; Bound those already on a node.
 	Members int `json:"members"`
 	Bound   int `json:"bound"`
-	// Verdict: "fits now", "does not fit" or "not evaluated".
+	// Verdict: "fits now", "fits after preempting", "does not fit" or
+	// "not evaluated".
 	Verdict string `json:"verdict"`
-	Fits    bool   `json:"fits"`
-	// Reason is the scheduler's message when the gang does not fit.
-	Reason      string       `json:"reason,omitempty"`
+	// Fits: the gang fits now.
+	Fits bool `json:"fits"`
+	// FitsAfterPreempting: the gang fits once Victims are evicted;
+	// Assignments and Nodes are the placement then.
+	FitsAfterPreempting bool `json:"fitsAfterPreempting"`
+	// Reason is the scheduler's message when the gang does not fit now.
+	Reason string `json:"reason,omitempty"`
+	// Priority and PriorityClass are the gang's, as the scheduler would
+	// read them; set when preemption was evaluated for the gang.
+	Priority      *int32 `json:"priority,omitempty"`
+	PriorityClass string `json:"priorityClass,omitempty"`
+	// Preemption says why nothing would be preempted for a gang that does
+	// not fit now, in the scheduler's words ("preemption would not help:
+	// ...", "not preempting: preemptionPolicy is Never"), or why it was not
+	// evaluated.
+	Preemption string `json:"preemption,omitempty"`
+	// Victims are the units muster-scheduler would evict, whole, for a
+	// gang that fits after preempting.
+	Victims     []VictimFit  `json:"victims"`
 	Topology    *TopologyFit `json:"topology,omitempty"`
 	Assignments []MemberFit  `json:"assignments"`
 	Nodes       []NodeFit    `json:"nodes"`
@@ -1063,10 +1209,12 @@ type MemberFit struct {
 // NodeFit is one node the gang uses, with its GPUs before and after the
 // gang's members.
 type NodeFit struct {
-	Name          string   `json:"name"`
-	Domain        string   `json:"domain,omitempty"`
-	GPUs          int64    `json:"gpus"`
-	GPUsFree      int64    `json:"gpusFree"`
+	Name     string `json:"name"`
+	Domain   string `json:"domain,omitempty"`
+	GPUs     int64  `json:"gpus"`
+	GPUsFree int64  `json:"gpusFree"`
+	// GPUsFreed are the GPUs the gang's victims free on the node.
+	GPUsFreed     int64    `json:"gpusFreed,omitempty"`
 	GPUsFreeAfter int64    `json:"gpusFreeAfter"`
 	Members       []string `json:"members"`
 }
@@ -1087,7 +1235,7 @@ func (o *FitOptions) print(r *FitReport) error {
 		if len(r.Clusters) > 1 {
 			fmt.Fprintln(o.Out)
 		}
-		if err := renderClusterFit(o.Out, p, &r.Clusters[i], wide); err != nil {
+		if err := renderClusterFit(o.Out, p, &r.Clusters[i], r.Preemption, wide); err != nil {
 			return err
 		}
 	}
@@ -1110,6 +1258,8 @@ func clusterVerdict(c *ClusterFit) string {
 		return "error"
 	case c.Fits:
 		return verdictFits
+	case c.FitsAfterPreempting:
+		return verdictPreempt
 	}
 	return verdictNoFit
 }
@@ -1139,7 +1289,7 @@ func renderRanking(w io.Writer, p painter, r *FitReport) error {
 	if err := t.write(w); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "Preemption: %s. Ranked: fits now first, then the fewest nodes left with GPUs partly allocated.\n", r.Preemption)
+	_, err := fmt.Fprintf(w, "Preemption: %s. Ranked: fits now first, then fits after preempting (the fewest pods evicted first), then the fewest nodes left with GPUs partly allocated.\n", r.Preemption)
 	return err
 }
 
@@ -1147,7 +1297,7 @@ func renderRanking(w io.Writer, p painter, r *FitReport) error {
 // shows them all).
 const fitMembersShown = 4
 
-func renderClusterFit(w io.Writer, p painter, c *ClusterFit, wide bool) error {
+func renderClusterFit(w io.Writer, p painter, c *ClusterFit, preemption string, wide bool) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s\n", p.bold("Context:"), contextName(c))
 	if c.Error != "" {
@@ -1158,7 +1308,10 @@ func renderClusterFit(w io.Writer, p painter, c *ClusterFit, wide bool) error {
 	fmt.Fprintf(&b, "%s %d nodes, %d bound pods; %d of %d GPUs free, %s with GPUs partly allocated\n",
 		p.bold("Snapshot:"), c.Nodes, c.BoundPods, c.GPUsFree, c.GPUs, plural(int64(c.PartialGPUNodes), "node"))
 	v := clusterVerdict(c)
-	fmt.Fprintf(&b, "%s %s (preemption: %s)\n", p.bold("Verdict:"), p.verdict(v), fitPreemption)
+	fmt.Fprintf(&b, "%s %s (preemption: %s)\n", p.bold("Verdict:"), p.verdict(v), preemption)
+	if c.VictimUnits > 0 {
+		fmt.Fprintf(&b, "%s %s of %d pods, %d GPUs\n", p.bold("Preempts:"), plural(int64(c.VictimUnits), "unit"), c.VictimPods, c.VictimGPUs)
+	}
 	for _, wf := range c.Workloads {
 		fmt.Fprintf(&b, "\n%s %s/%s (definition %s): %s\n", wf.Kind, wf.Namespace, wf.Name, wf.Definition, p.verdict(wf.Verdict))
 		if wf.Note != "" {
@@ -1185,6 +1338,12 @@ func renderGangFit(b *strings.Builder, p painter, g GangFit, wide bool) {
 	if g.Bound > 0 {
 		fmt.Fprintf(b, " (%d bound)", g.Bound)
 	}
+	if g.Priority != nil {
+		fmt.Fprintf(b, "; priority %d", *g.Priority)
+		if g.PriorityClass != "" {
+			fmt.Fprintf(b, " (%s)", g.PriorityClass)
+		}
+	}
 	b.WriteString("\n")
 	if t := g.Topology; t != nil {
 		mode := "preferred"
@@ -1201,8 +1360,16 @@ func renderGangFit(b *strings.Builder, p painter, g GangFit, wide bool) {
 		b.WriteString("\n")
 	}
 	if g.Reason != "" {
-		fmt.Fprintf(b, "    Reason: %s\n", g.Reason)
+		label := "Reason:"
+		if g.FitsAfterPreempting {
+			label = "Now:"
+		}
+		fmt.Fprintf(b, "    %s %s\n", label, g.Reason)
 	}
+	if g.Preemption != "" {
+		fmt.Fprintf(b, "    Preemption: %s\n", g.Preemption)
+	}
+	renderVictims(b, g.Victims)
 	if len(g.Nodes) == 0 {
 		return
 	}
@@ -1223,7 +1390,47 @@ func renderGangFit(b *strings.Builder, p painter, g GangFit, wide bool) {
 			extra = fmt.Sprintf(" … (+%d)", len(members)-fitMembersShown)
 			members = members[:fitMembersShown]
 		}
-		t.addPlain(append(row, fmt.Sprintf("%d → %d of %d", n.GPUsFree, n.GPUsFreeAfter, n.GPUs), strings.Join(members, ", ")+extra)...)
+		free := fmt.Sprintf("%d → %d of %d", n.GPUsFree, n.GPUsFreeAfter, n.GPUs)
+		if n.GPUsFreed > 0 {
+			free = fmt.Sprintf("%d +%d freed → %d of %d", n.GPUsFree, n.GPUsFreed, n.GPUsFreeAfter, n.GPUs)
+		}
+		t.addPlain(append(row, free, strings.Join(members, ", ")+extra)...)
+	}
+	_ = t.write(b)
+}
+
+// renderVictims is the table of the units a gang would preempt.
+func renderVictims(b *strings.Builder, vs []VictimFit) {
+	if len(vs) == 0 {
+		return
+	}
+	pods, gpus := 0, int64(0)
+	for _, v := range vs {
+		pods += v.Pods
+		gpus += v.GPUs
+	}
+	fmt.Fprintf(b, "    Preempts %s: %d pods, %d GPUs, each evicted whole\n", plural(int64(len(vs)), "unit"), pods, gpus)
+	t := &table{indent: "    "}
+	t.addPlain("KIND", "VICTIM", "PODS", "GPUS", "PRIORITY", "NODES")
+	for _, v := range vs {
+		kind := v.Kind
+		if v.Mechanism != "" && v.Mechanism != "muster" {
+			kind += " (" + v.Mechanism + ")"
+		}
+		name := v.Namespace + "/" + v.Name
+		if v.Gang != "" {
+			name += " of gang " + v.Gang
+		}
+		if v.ViolatesPDB {
+			name += " (violates its PodDisruptionBudget)"
+		}
+		nodes := v.Nodes
+		extra := ""
+		if len(nodes) > fitMembersShown {
+			extra = fmt.Sprintf(" … (+%d)", len(nodes)-fitMembersShown)
+			nodes = nodes[:fitMembersShown]
+		}
+		t.addPlain(kind, name, fmt.Sprint(v.Pods), fmt.Sprint(v.GPUs), fmt.Sprint(v.Priority), strings.Join(nodes, ", ")+extra)
 	}
 	_ = t.write(b)
 }
