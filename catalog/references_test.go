@@ -34,5 +34,5 @@ func fixtureReferences(t *testing.T, ctx context.Context, dir string, c *definit
 	if len(missing) > 0 {
 		t.Fatalf("%s: references.yaml lacks %v", dir, missing)
 	}
-	return definition.WithReferences(ctx, found)
+	return definition.WithReferences(ctx, definition.Bindings{Objects: found})
 }

@@ -104,7 +104,7 @@ type builder struct {
 	errs field.ErrorList
 	// refVars are the variables of the declared references ($name), which
 	// every root-side expression may read.
-	refVars []string
+	refVars map[string]bool
 }
 
 func (b *builder) add(errs ...*field.Error) { b.errs = append(b.errs, errs...) }
@@ -151,8 +151,9 @@ func compileJQ(fp *field.Path, src string) (*expr, *field.Error) {
 	return compileJQVars(fp, src, nil)
 }
 
-// compileJQVars compiles src with the reference variables vars in scope.
-func compileJQVars(fp *field.Path, src string, vars []string) (*expr, *field.Error) {
+// compileJQVars compiles src with the reference variables vars in scope
+// (rewriteRefs).
+func compileJQVars(fp *field.Path, src string, vars map[string]bool) (*expr, *field.Error) {
 	if fe := checkExprBounds(fp, src); fe != nil {
 		return nil, fe
 	}
@@ -177,7 +178,14 @@ func compileJQVars(fp *field.Path, src string, vars []string) (*expr, *field.Err
 	if err != nil {
 		return nil, field.Invalid(fp, src, "jq expression cannot be guarded: "+err.Error())
 	}
-	code, err := gojq.Compile(guarded, withRefVars(vars)...)
+	reads := false
+	if err == nil {
+		reads, err = rewriteRefs(guarded, vars)
+		if err != nil {
+			return nil, field.Invalid(fp, src, err.Error())
+		}
+	}
+	code, err := gojq.Compile(guarded, compilerOptions...)
 	if err != nil {
 		msg := "jq expression does not compile: " + err.Error()
 		if strings.Contains(err.Error(), "variable not defined") {
@@ -185,7 +193,7 @@ func compileJQVars(fp *field.Path, src string, vars []string) (*expr, *field.Err
 		}
 		return nil, field.Invalid(fp, src, msg)
 	}
-	e := &expr{field: fp.String(), src: src, query: q, code: code, vars: len(vars)}
+	e := &expr{field: fp.String(), src: src, query: q, code: code, refs: reads}
 	e.keys, e.simple = constPath(q)
 	e.pod = podFieldOf(e.keys, e.simple)
 	return e, nil

@@ -32,9 +32,8 @@ type expr struct {
 	// pod reads the same value straight from a *corev1.Pod, when keys is
 	// one of the metadata paths it knows.
 	pod podField
-	// vars is the number of reference variables the expression was
-	// compiled with (see references.go); 0 for most.
-	vars int
+	// refs is true when the expression reads a reference (references.go).
+	refs bool
 }
 
 // constPath returns the keys of q when q is a path of constant object keys
@@ -307,6 +306,10 @@ type deadlineCtx struct {
 	// budget is charged by the guards of jqbudget.go, which find it
 	// because eval passes this deadlineCtx as the value of budgetVar.
 	budget budget
+	// refs are the objects bound to the references, for refGuard, which
+	// notes in unresolved the first unresolved one read.
+	refs                      *boundRefs
+	unresolved, unresolvedWhy string
 }
 
 const deadlineCheckEvery = 256
@@ -363,16 +366,17 @@ func (c *Compiled) eval(ctx context.Context, e *expr, input any) ([]any, error) 
 		}
 	}
 	dl := newDeadlineCtx(ctx, c.opts.Timeout)
-	var iter gojq.Iter
-	if e.vars > 0 {
-		iter = e.code.RunWithContext(dl, input, c.refValues(ctx, dl)...)
-	} else {
-		iter = e.code.RunWithContext(dl, input, dl)
+	if e.refs {
+		dl.refs = boundOf(ctx)
 	}
+	iter := e.code.RunWithContext(dl, input, dl)
 	var out []any
 	for {
 		v, ok := iter.Next()
 		if !ok {
+			if dl.unresolved != "" {
+				return nil, &UnresolvedError{Reference: dl.unresolved, Why: dl.unresolvedWhy, Field: e.field, Expression: e.src}
+			}
 			return out, nil
 		}
 		if err, ok := v.(error); ok {

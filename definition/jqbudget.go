@@ -371,6 +371,7 @@ var compilerOptions = []gojq.CompilerOption{
 	gojq.WithFunction(guardIn, 2, 2, inGuard),
 	gojq.WithFunction(guardJoin, 2, 2, joinGuard),
 	gojq.WithFunction(guardValue, 3, 3, valueGuard),
+	gojq.WithFunction(guardRef, 2, 2, refGuard),
 }
 
 // rewrite returns q with a guard before every growth construct. q must have

@@ -3,9 +3,9 @@ package definition
 import (
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/itchyny/gojq"
@@ -145,8 +145,11 @@ func (b *builder) references() {
 		b.referenceKinds(fp, &r)
 		b.c.refs = append(b.c.refs, d)
 	}
+	if len(b.c.refs) > 0 {
+		b.refVars = map[string]bool{}
+	}
 	for _, d := range b.c.refs {
-		b.refVars = append(b.refVars, "$"+d.Name)
+		b.refVars["$"+d.Name] = true
 	}
 }
 
@@ -256,12 +259,41 @@ func (c *Compiled) refString(ctx context.Context, e *expr, in any) (string, erro
 	return s, nil
 }
 
-// boundRefs are the objects bound to the references of one evaluation, in
-// jq form, and the identity of the binding for the plan cache.
+// Bindings are the objects bound to a definition's references for the
+// evaluations under one context (WithReferences).
+type Bindings struct {
+	// Objects by reference name. A reference with no entry, or a nil one,
+	// is null: the root names no object, or none exists and the caller
+	// chooses to assume so (the CLI offline).
+	Objects map[string]*unstructured.Unstructured
+	// Unresolved by reference name, with why: the root names an object the
+	// caller could not read (missing, not yet synced, kind not served). The
+	// variable is null, and an evaluation that reads it fails with an
+	// *UnresolvedError whatever it yields, even inside // or try: a
+	// result computed without the object could be a smaller gang than the
+	// operator creates. An evaluation that does not read it is unaffected.
+	Unresolved map[string]string
+}
+
+// UnresolvedError is an evaluation that read an unresolved reference.
+type UnresolvedError struct {
+	// Reference is the reference's name; Why what the caller said.
+	Reference, Why string
+	// Field and Expression are the expression that read it.
+	Field, Expression string
+}
+
+func (e *UnresolvedError) Error() string {
+	return fmt.Sprintf("%s %q reads $%s, which is not resolved: %s", e.Field, e.Expression, e.Reference, e.Why)
+}
+
+// boundRefs are the Bindings of one context, in jq form, and their
+// identity for the plan cache.
 type boundRefs struct {
-	vals map[string]any
-	// key is every bound object's name, UID and resourceVersion; "" with
-	// nothing bound.
+	vals       map[string]any
+	unresolved map[string]string
+	// key names every binding (object UID and resourceVersion, or
+	// unresolved and why); "" with nothing bound.
 	key string
 	// uncacheable: an object without UID or resourceVersion (a file).
 	uncacheable bool
@@ -270,45 +302,36 @@ type boundRefs struct {
 type refsCtxKey struct{}
 
 // WithReferences returns a context under which the expressions of a
-// definition with references see objs[name] as $name (Extract, Status,
-// GangForPod, GangPlans, ApplyTemplatePatch). A reference without an entry,
-// or with a nil one, is null; without WithReferences every reference is
-// null. The objects are read, never changed, and must not be changed while
-// the context is in use.
-func WithReferences(ctx context.Context, objs map[string]*unstructured.Unstructured) context.Context {
-	b := &boundRefs{vals: make(map[string]any, len(objs))}
-	names := make([]string, 0, len(objs))
-	for n, o := range objs {
-		if o != nil {
-			names = append(names, n)
-		}
-	}
-	sort.Strings(names)
+// definition with references see b's objects as $name (Extract, Status,
+// GangForPod, GangPlans, ApplyTemplatePatch). Without it every reference
+// is null. The objects are read, never changed, and must not be changed
+// while the context is in use.
+func WithReferences(ctx context.Context, b Bindings) context.Context {
+	br := &boundRefs{vals: make(map[string]any, len(b.Objects)), unresolved: b.Unresolved}
 	var key strings.Builder
-	for _, n := range names {
-		o := objs[n]
-		b.vals[n] = toJQ(o.Object)
+	for _, n := range slices.Sorted(maps.Keys(b.Objects)) {
+		o := b.Objects[n]
+		if o == nil {
+			continue
+		}
+		br.vals[n] = toJQ(o.Object)
 		uid, rv := string(o.GetUID()), o.GetResourceVersion()
 		if uid == "" || rv == "" {
-			b.uncacheable = true
+			br.uncacheable = true
 		}
 		fmt.Fprintf(&key, "%s=%s/%s;", n, uid, rv)
 	}
-	b.key = key.String()
-	return context.WithValue(ctx, refsCtxKey{}, b)
+	for _, n := range slices.Sorted(maps.Keys(b.Unresolved)) {
+		fmt.Fprintf(&key, "%s?%s;", n, b.Unresolved[n])
+	}
+	br.key = key.String()
+	return context.WithValue(ctx, refsCtxKey{}, br)
 }
 
-// refValues are the values of the variables of an expression compiled
-// with the references: the budget, then each reference's object or null.
-func (c *Compiled) refValues(ctx context.Context, dl *deadlineCtx) []any {
-	vals := make([]any, 1+len(c.refs))
-	vals[0] = dl
-	if b, _ := ctx.Value(refsCtxKey{}).(*boundRefs); b != nil {
-		for i, d := range c.refs {
-			vals[1+i] = b.vals[d.Name]
-		}
-	}
-	return vals
+// boundOf returns the bindings of ctx, nil without.
+func boundOf(ctx context.Context) *boundRefs {
+	b, _ := ctx.Value(refsCtxKey{}).(*boundRefs)
+	return b
 }
 
 // refsKey is the binding's part of the plan cache key; ok is false when
@@ -317,20 +340,77 @@ func (c *Compiled) refsKey(ctx context.Context) (key string, ok bool) {
 	if len(c.refs) == 0 {
 		return "", true
 	}
-	b, _ := ctx.Value(refsCtxKey{}).(*boundRefs)
+	b := boundOf(ctx)
 	if b == nil {
 		return "", true
 	}
 	return b.key, !b.uncacheable
 }
 
-// withRefVars are the compiler options of an expression that may read the
-// references.
-func withRefVars(vars []string) []gojq.CompilerOption {
-	if len(vars) == 0 {
-		return compilerOptions
+// guardRef is what a reference variable becomes in a compiled expression:
+// _muster_ref($__muster_budget; "name") yields the bound object and notes
+// a read of an unresolved one on the evaluation, where // and try cannot
+// swallow it (see eval).
+const guardRef = "_muster_ref"
+
+func refGuard(_ any, args []any) any {
+	dl, ok := args[0].(*deadlineCtx)
+	name, ok2 := args[1].(string)
+	if !ok || !ok2 || dl.refs == nil {
+		return nil
 	}
-	return append(slices.Clip(compilerOptions), gojq.WithVariables(append([]string{budgetVar}, vars...)))
+	if why, ok := dl.refs.unresolved[name]; ok {
+		if dl.unresolved == "" {
+			dl.unresolved, dl.unresolvedWhy = name, why
+		}
+		return nil
+	}
+	return dl.refs.vals[name]
+}
+
+// rewriteRefs turns every read of a reference variable $name (names) in q
+// into guardRef, and refuses an expression that binds one of those names
+// itself, whose reads would otherwise be taken for the reference. It
+// reports whether q reads a reference. A form it does not rewrite (an
+// object shorthand {$name}) stays a variable that gojq does not know, so
+// the expression does not compile: refused, never misread.
+func rewriteRefs(q *gojq.Query, names map[string]bool) (bool, error) {
+	if len(names) == 0 {
+		return false, nil
+	}
+	reads := false
+	var err error
+	bound := func(name string) {
+		if names[name] && err == nil {
+			err = fmt.Errorf("%s is the variable of a reference (%s); bind another name", name, AnnotationReferences)
+		}
+	}
+	(&jqVisitor{
+		query: func(q *gojq.Query) {
+			for _, fd := range q.FuncDefs {
+				for _, a := range fd.Args {
+					bound(a)
+				}
+			}
+		},
+		pattern: func(p *gojq.Pattern) {
+			bound(p.Name)
+			for _, o := range p.Object {
+				bound(o.Key)
+			}
+		},
+		term: func(t *gojq.Term) {
+			if t.Type != gojq.TermTypeFunc || len(t.Func.Args) > 0 || !names[t.Func.Name] {
+				return
+			}
+			reads = true
+			t.Func = &gojq.Func{Name: guardRef, Args: []*gojq.Query{
+				{Term: &gojq.Term{Type: gojq.TermTypeFunc, Func: &gojq.Func{Name: budgetVar}}},
+				{Term: &gojq.Term{Type: gojq.TermTypeString, Str: &gojq.String{Str: strings.TrimPrefix(t.Func.Name, "$")}}},
+			}}
+		},
+	}).walk(q)
+	return reads, err
 }
 
 // Resolve finds each target among objs (a file's documents, say) by kind,

@@ -111,8 +111,8 @@ func TestReferenceBinding(t *testing.T) {
 	rt := objT(t, refRuntimeYAML)
 	pod := podT("a-node-0", "role=node")
 
-	bound := WithReferences(ctxT, map[string]*unstructured.Unstructured{"rt": rt})
-	missing := WithReferences(ctxT, map[string]*unstructured.Unstructured{"rt": nil})
+	bound := WithReferences(ctxT, Bindings{Objects: map[string]*unstructured.Unstructured{"rt": rt}})
+	missing := WithReferences(ctxT, Bindings{Objects: map[string]*unstructured.Unstructured{"rt": nil}})
 	for _, tc := range []struct {
 		name     string
 		ctx      context.Context
@@ -159,7 +159,7 @@ func TestReferenceBinding(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt2.SetResourceVersion("8")
-	plans, err := c.GangPlans(WithReferences(ctxT, map[string]*unstructured.Unstructured{"rt": rt2}), root)
+	plans, err := c.GangPlans(WithReferences(ctxT, Bindings{Objects: map[string]*unstructured.Unstructured{"rt": rt2}}), root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,8 +177,8 @@ func TestNoReferencesUnchanged(t *testing.T) {
 	}
 	for _, comp := range c.comps {
 		for _, e := range []*expr{comp.replicas, comp.spec.podTemplateSpec} {
-			if e != nil && e.vars != 0 {
-				t.Errorf("%s compiled with %d variables", e.field, e.vars)
+			if e != nil && e.refs {
+				t.Errorf("%s reads references", e.field)
 			}
 		}
 	}
@@ -226,5 +226,68 @@ func TestReferenceValidation(t *testing.T) {
 				t.Errorf("err = %v\nwant it to contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestUnresolvedReference: an unresolved reference fails exactly the
+// evaluations that read it, even through // and try, and the plan cache
+// does not hand out the answer of another binding.
+func TestUnresolvedReference(t *testing.T) {
+	c := compileT(t, refDefYAML)
+	root := objT(t, refRootYAML)
+	pod := podT("a-node-0", "role=node")
+	unresolved := WithReferences(ctxT, Bindings{Unresolved: map[string]string{"rt": "ClusterRuntime torch does not exist"}})
+
+	_, err := c.GangForPod(unresolved, root, pod)
+	var ue *UnresolvedError
+	if !errors.As(err, &ue) || ue.Reference != "rt" || !strings.Contains(err.Error(), `reads $rt, which is not resolved: ClusterRuntime torch does not exist`) {
+		t.Fatalf("GangForPod with the runtime unresolved: err = %v, want an UnresolvedError", err)
+	}
+	// Once the object is there, the same root is computed afresh.
+	rt := objT(t, refRuntimeYAML)
+	g, err := c.GangForPod(WithReferences(ctxT, Bindings{Objects: map[string]*unstructured.Unstructured{"rt": rt}}), root, pod)
+	if err != nil || g.MinMember != 4 {
+		t.Fatalf("GangForPod with the runtime: %+v, %v; want min-member 4", summarize(g), err)
+	}
+
+	// A root that says everything itself never reads the reference.
+	own := root.DeepCopy()
+	own.SetResourceVersion("3")
+	if err := unstructured.SetNestedField(own.Object, int64(3), "spec", "numNodes"); err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedMap(own.Object, map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "main", "image": "x"}}}}, "spec", "template"); err != nil {
+		t.Fatal(err)
+	}
+	g, err = c.GangForPod(unresolved, own, pod)
+	if err != nil || g.MinMember != 3 {
+		t.Fatalf("GangForPod of a root with its own count and template: %+v, %v; want min-member 3", summarize(g), err)
+	}
+
+	for _, src := range []string{`try $rt.spec.numNodes catch 1`, `($rt | .spec.numNodes)? // 1`, `[$rt] | length`} {
+		e, fe := compileJQVars(nil, src, map[string]bool{"$rt": true})
+		if fe != nil {
+			t.Fatalf("%s: %v", src, fe)
+		}
+		if _, err := c.eval(unresolved, e, map[string]any{}); !errors.As(err, &ue) {
+			t.Errorf("%s with $rt unresolved: err = %v, want an UnresolvedError", src, err)
+		}
+	}
+}
+
+// TestReferenceNamesNotRebound: an expression may not bind a reference's
+// name itself, and forms that are not rewritten do not compile.
+func TestReferenceNamesNotRebound(t *testing.T) {
+	vars := map[string]bool{"$rt": true}
+	for _, tc := range []struct{ src, want string }{
+		{`.spec as $rt | $rt.x`, "$rt is the variable of a reference"},
+		{`def f($rt): $rt; f(1)`, "$rt is the variable of a reference"},
+		{`.spec as {$rt} | 1`, "$rt is the variable of a reference"},
+		{`reduce .[] as $rt (0; . + 1)`, "$rt is the variable of a reference"},
+		{`{$rt}`, "variable not defined: $rt"},
+	} {
+		if _, fe := compileJQVars(nil, tc.src, vars); fe == nil || !strings.Contains(fe.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.src, fe, tc.want)
+		}
 	}
 }

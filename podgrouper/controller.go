@@ -110,6 +110,8 @@ type Controller struct {
 	roots  *roots
 	index  *rootIndex
 	kartas *kartas
+	// refs serves the objects definitions reference (references.go).
+	refs *refWatch
 
 	// yielded remembers pods for which the yield event was recorded, so it
 	// is recorded once per pod, not once per sync.
@@ -213,6 +215,7 @@ func NewController(ctx context.Context, c Clients, defs Definitions, recorder re
 
 	ctrl.owners = newOwners(c.Mapper, c.Metadata, ctrl.podLister, opts.MaxOwnerDepth)
 	ctrl.roots = newRoots(c.Dynamic, ctrl.rootChanged)
+	ctrl.refs = newRefWatch(c.Dynamic, ctrl.requeueRoot)
 	ctrl.kartas = newKartas(c.Dynamic, c.Mapper, defs, ctrl.definitionsChanged)
 	ctrl.syncHandler = ctrl.sync
 	return ctrl, nil
@@ -235,12 +238,14 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 		c.queue.ShutDown()
 		wg.Wait()
 		c.roots.shutdown()
+		c.refs.shutdown()
 		c.kartas.shutdown()
 		c.kubeFactory.Shutdown()
 		c.pgFactory.Shutdown()
 	}()
 
 	c.roots.start(ctx)
+	c.refs.start(ctx)
 	c.kubeFactory.Start(ctx.Done())
 	c.pgFactory.Start(ctx.Done())
 	// Cluster definitions first: a pod synced before them would be marked

@@ -31,6 +31,9 @@ type roots struct {
 	client   dynamic.Interface
 	factory  dynamicinformer.DynamicSharedInformerFactory
 	onChange func(old, cur *unstructured.Unstructured)
+	// onAdd, when set, is told of every object the informers add
+	// (referenced objects: one created later ends a wait).
+	onAdd func(obj *unstructured.Unstructured)
 
 	ctx       context.Context // the controller's; informers stop with it
 	mu        sync.Mutex
@@ -75,6 +78,11 @@ func (r *roots) informer(ctx context.Context, gvr schema.GroupVersionResource) (
 		inf = r.factory.ForResource(gvr).Informer()
 		_ = inf.SetTransform(stripManagedFields)
 		_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: func(obj any) {
+				if u, ok := obj.(*unstructured.Unstructured); ok && r.onAdd != nil {
+					r.onAdd(u)
+				}
+			},
 			UpdateFunc: func(oldObj, newObj any) {
 				o, ok1 := oldObj.(*unstructured.Unstructured)
 				n, ok2 := newObj.(*unstructured.Unstructured)

@@ -248,6 +248,11 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod) (*decision, er
 	if top == 0 {
 		d.rootUID = ""
 	}
+	ctx, hold := c.bindReferences(ctx, entry, root, l)
+	if hold != "" {
+		d.workload, d.hold = l.ref(), hold
+		return d, nil
+	}
 	gang, err := entry.Grouper.GangForPod(ctx, root, pod)
 	switch {
 	case errors.Is(err, definition.ErrNoComponent):
@@ -256,6 +261,12 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod) (*decision, er
 	case err != nil:
 		d.workload = l.ref()
 		var ae *definition.AnnotationError
+		var ue *definition.UnresolvedError
+		if errors.As(err, &ue) {
+			errorsTotal.WithLabelValues(reasonRoot).Inc()
+			d.hold = unresolvedHold(entry, l, ue)
+			return d, nil
+		}
 		if errors.As(err, &ae) {
 			errorsTotal.WithLabelValues(reasonAnnotation).Inc()
 			d.hold = api.CapReason(fmt.Sprintf("%s: %v; the pods wait until the annotation is fixed or removed", l, ae))
