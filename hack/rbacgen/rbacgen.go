@@ -1,6 +1,7 @@
 // Package rbacgen derives the pod-grouper's read access from the workload
 // catalog: every kind a definition names (the root, the kinds of its child
-// components and its additionalChildKinds) becomes a get/list/watch grant in
+// components, its additionalChildKinds and the kinds of its references,
+// muster.io/references) becomes a get/list/watch grant in
 // one generated ClusterRole, so muster asks for exactly what its definitions
 // need to follow owner chains and read workload roots, and nothing more.
 //
@@ -28,6 +29,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
+	"github.com/muster-io/muster/definition"
 )
 
 // CatalogReadRoleName is the generated ClusterRole.
@@ -134,6 +136,20 @@ func Kinds(defs []*kartav1alpha1.Karta) ([]Kind, error) {
 				return nil, err
 			}
 		}
+		// The objects a definition reads besides the root (a TrainJob's
+		// runtime): the pod-grouper watches them.
+		refs, errs := definition.References(d)
+		if len(errs) > 0 {
+			return nil, fmt.Errorf("definition %s: %v", d.Name, errs.ToAggregate())
+		}
+		for _, r := range refs {
+			for j, k := range r.Kinds {
+				g := kartav1alpha1.GroupVersionKind{Group: k.Group, Version: k.Version, Kind: k.Kind}
+				if err := add(d.Name, fmt.Sprintf("references %s kinds[%d]", r.Name, j), &g); err != nil {
+					return nil, err
+				}
+			}
+		}
 	}
 	out := make([]Kind, 0, len(byGVK))
 	for _, k := range byGVK {
@@ -226,8 +242,9 @@ func Render(role *rbacv1.ClusterRole, kinds []Kind) ([]byte, error) {
 	b.WriteString("#\n")
 	b.WriteString("# Read-only (get/list/watch) access for muster-podgrouper to every kind the\n")
 	b.WriteString("# definitions name: root kinds (the workload objects it reads), child\n")
-	b.WriteString("# component kinds (owners it walks through, metadata only) and\n")
-	b.WriteString("# additionalChildKinds. Resource names are the lowercased plural of the kind.\n")
+	b.WriteString("# component kinds (owners it walks through, metadata only),\n")
+	b.WriteString("# additionalChildKinds and referenced kinds (objects a definition reads\n")
+	b.WriteString("# besides the root). Resource names are the lowercased plural of the kind.\n")
 	b.WriteString("#\n")
 	b.WriteString("# Withheld even though a definition lists them:\n")
 	wh := make([]string, 0, len(Withheld))
