@@ -156,6 +156,42 @@
 // the root object alone. Both reuse what they computed for a root object
 // while its UID and resourceVersion stay the same.
 //
+// # References
+//
+// A definition may read objects other than its root (a TrainJob's node
+// count lives in the (Cluster)TrainingRuntime it names). It declares them
+// in the Karta annotation muster.io/references, a YAML or JSON list:
+//
+//	muster.io/references: |
+//	  - name: runtime                   # read as $runtime
+//	    namePath: .spec.runtimeRef.name  # on the root: the object's name
+//	    kindPath: .spec.runtimeRef.kind // "ClusterTrainingRuntime"
+//	    kinds:                           # the kinds kindPath may name
+//	    - {group: trainer.kubeflow.org, version: v1alpha1, kind: ClusterTrainingRuntime, scope: Cluster}
+//	    - {group: trainer.kubeflow.org, version: v1alpha1, kind: TrainingRuntime}
+//
+// It is an annotation, not a spec field, so the document still applies to
+// a cluster with Workload Map's Karta CRD (whose schema would prune an
+// unknown field) and runs in Workload Map's engine, which ignores it. At
+// most MaxReferences references; kindPath is needed with more than one
+// kind; scope is Namespaced (the default: the root's namespace, never
+// another) or Cluster. namePath and kindPath run on the root and may not
+// read references; a namePath yielding null, "" or nothing names no object.
+//
+// Root-side expressions read the object as $name (null when there is
+// none); pod-side ones (podSelector, groupByKeyPaths, filters) cannot,
+// since what a pod matches is remembered per pod. An expression may not
+// bind a reference's name itself. Callers bind the objects with
+// WithReferences (Targets says which the root names; Resolve finds them in
+// a list). An object named but unreadable is bound unresolved: an
+// evaluation that reads it fails with *UnresolvedError, even under // or
+// try, and one that does not is unaffected. So a TrainJob that states
+// numNodes is grouped whether its runtime exists or not, and one that
+// leaves it to a runtime not yet created waits (the pod-grouper holds its
+// pods with the reason) instead of being grouped as a gang of 1. The plan
+// cache keys on the bound objects' UIDs and resourceVersions. A definition
+// without references compiles and runs exactly as before.
+//
 // # Cost
 //
 // Compile also works out which parts of a pod the pod-side paths can read
