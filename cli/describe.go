@@ -296,11 +296,13 @@ func (o *DescribeOptions) runLive(ctx context.Context) (*Description, error) {
 			warnings = append(warnings, err.Error())
 		}
 	}
+	ctx, refWarnings := liveRefs(c).bind(ctx, ent.Compiled, root)
 	d, err := buildDescription(ctx, in)
 	if err != nil {
 		return nil, err
 	}
 	d.Warnings = append(d.Warnings, warnings...)
+	d.Warnings = append(d.Warnings, refWarnings...)
 	return d, nil
 }
 
@@ -629,6 +631,8 @@ func (o *DescribeOptions) runOffline(ctx context.Context) ([]*Description, error
 	w := newOwnerWalker(func(_ context.Context, _ string, ref metav1.OwnerReference) (metav1.Object, error) {
 		return byUID[ref.UID], nil
 	})
+	// A referenced object (a TrainJob's runtime) may be in any of the files.
+	docRefs := offlineRefs(append(append([]*unstructured.Unstructured(nil), objs...), extra...))
 	var out []*Description
 	for i, root := range roots {
 		var mine []*corev1.Pod
@@ -641,13 +645,15 @@ func (o *DescribeOptions) runOffline(ctx context.Context) ([]*Description, error
 				mine = append(mine, p)
 			}
 		}
-		d, err := buildDescription(ctx, describeInput{
+		rctx, refWarnings := docRefs.bind(ctx, comps[i], root)
+		d, err := buildDescription(rctx, describeInput{
 			Root: root, Def: refs[i], Compiled: comps[i], Pods: mine,
 			Now: o.env.Now(), PodLimit: o.PodLimit, GPUNames: o.env.gpuNames(),
 		})
 		if err != nil {
 			return nil, err
 		}
+		d.Warnings = append(d.Warnings, refWarnings...)
 		out = append(out, d)
 	}
 	return out, nil

@@ -431,8 +431,13 @@ func (o *GetOptions) run(ctx context.Context) error {
 	now := o.env.Now()
 	rows := make([]WorkloadRow, 0, len(wls))
 	filtered := 0
+	refs := liveRefs(c)
 	for i, w := range wls {
-		row := workloadRow(ctx, w.obj, w.ent, podsOf[i], pgOf[i], now, o.env.gpuNames())
+		rctx, refWarnings := refs.bind(ctx, w.ent.Compiled, w.obj)
+		for _, msg := range refWarnings {
+			o.env.warnf("%s %s/%s: %s", w.obj.GetKind(), w.obj.GetNamespace(), w.obj.GetName(), msg)
+		}
+		row := workloadRow(rctx, w.obj, w.ent, podsOf[i], pgOf[i], now, o.env.gpuNames())
 		if len(o.Phases) > 0 && !hasPhase(row, o.Phases) {
 			filtered++
 			continue

@@ -203,6 +203,10 @@ func TestReferencesTrainJobRuntime(t *testing.T) {
 	refCreateRuntime(t, refRuntime("ClusterTrainingRuntime", "", cluster, 4, 2))
 	refTrainJob(t, ns, "from-runtime", sched, "", cluster, 0, 4)
 	waitFor(t, gangTimeout, "TrainJob from-runtime grouped by its ClusterTrainingRuntime", refPodGroupGPUs(t, ns, refSelector("from-runtime"), 4, 4, 8))
+	// The CLI reads the runtime too.
+	if d := describeJSON(t, ns, "trainjob/from-runtime"); len(d.Plans) != 1 || d.Plans[0].MinMember != 4 || strings.Contains(strings.Join(d.Warnings, "\n"), "not resolved") {
+		t.Errorf("muster describe trainjob/from-runtime: plans %+v, warnings %q; want min-member 4 and the runtime resolved", d.Plans, d.Warnings)
+	}
 
 	// The runtime is missing: the pods wait and say why, for as long as it
 	// is missing.
@@ -215,6 +219,10 @@ func TestReferencesTrainJobRuntime(t *testing.T) {
 	waitFor(t, gangTimeout, "TrainJob own-count grouped without its runtime", fcGang(t, ns, refSelector("own-count"), 2, "", 2, false))
 	fcHealthyGang(t, ns, sched, "healthy")
 	holdsFor(t, fcHold, "TrainJob later still waiting", refWaitingWith(ns, refSelector("later"), 4, want))
+	d := describeJSON(t, ns, "trainjob/later")
+	if notResolved := "reference $runtime (TrainingRuntime " + ns + "/torch-later) not resolved: not found in the cluster; assumed null"; !containsAll(strings.Join(d.Warnings, "\n"), []string{notResolved}) {
+		t.Errorf("muster describe trainjob/later: warnings %q, want %q", d.Warnings, notResolved)
+	}
 	events, err := fcEvents(ctx, ns, "TrainJob", "later", "GangUnknown")
 	if err != nil {
 		t.Fatal(err)
