@@ -6,6 +6,7 @@ package e2e
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -23,6 +24,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/muster-io/muster/api"
 	"github.com/muster-io/muster/localcluster"
@@ -97,6 +100,13 @@ func procMem(pid int) (rss, hwm float64, err error) {
 // goes to MUSTER_BENCH_OUT/<binary>.log when that is set (kept for a look
 // afterwards), else to a temporary file shown only if b fails.
 func startBinary(b *testing.B, path string, args ...string) *exec.Cmd {
+	return startBinaryEnv(b, nil, path, args...)
+}
+
+// startBinaryEnv is startBinary with env added to the benchmark's own
+// environment (GOMEMLIMIT for one child, not for the test process that
+// hosts the API server).
+func startBinaryEnv(b *testing.B, env []string, path string, args ...string) *exec.Cmd {
 	logDir := os.Getenv("MUSTER_BENCH_OUT")
 	if logDir == "" {
 		logDir = b.TempDir()
@@ -107,6 +117,9 @@ func startBinary(b *testing.B, path string, args ...string) *exec.Cmd {
 	}
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
@@ -132,9 +145,27 @@ func startBinary(b *testing.B, path string, args ...string) *exec.Cmd {
 // pod-grouper groups every pod and the scheduler places 8000 of them; the
 // rest wait whole). Reports each process's peak RSS (VmHWM) in MiB. Run it
 // with -benchtime=1x.
+//
+// For sizes beyond the default: MUSTER_BENCH_MEM_MINUTES bounds the wait
+// (15), MUSTER_BENCH_MEM_CLIENTS is the number of pod creators (16), and
+// MUSTER_BENCH_MEM_SCHED_GOMEMLIMIT / MUSTER_BENCH_MEM_PGR_GOMEMLIMIT set
+// GOMEMLIMIT for one child (as the Deployment does), never for the test
+// process, which hosts the API server.
 func BenchmarkMemory(b *testing.B) {
 	nodes := envInt("MUSTER_BENCH_MEM_NODES", 1000)
 	pods := envInt("MUSTER_BENCH_MEM_PODS", 10000)
+	waitFor := time.Duration(envInt("MUSTER_BENCH_MEM_MINUTES", 15)) * time.Minute
+	clients := envInt("MUSTER_BENCH_MEM_CLIENTS", 16)
+	memLimit := map[string]string{
+		"muster-scheduler":  os.Getenv("MUSTER_BENCH_MEM_SCHED_GOMEMLIMIT"),
+		"muster-podgrouper": os.Getenv("MUSTER_BENCH_MEM_PGR_GOMEMLIMIT"),
+	}
+	childEnv := func(name string) []string {
+		if v := memLimit[name]; v != "" {
+			return []string{"GOMEMLIMIT=" + v}
+		}
+		return nil
+	}
 	const perGang = 8
 	gangs := pods / perGang
 	ctx := context.Background()
@@ -166,8 +197,8 @@ func BenchmarkMemory(b *testing.B) {
 				"--authorization-always-allow-paths=/healthz,/readyz,/livez,/debug/pprof/*"}
 			pgrArgs = append(pgrArgs, "--profiling")
 		}
-		schedCmd := startBinary(b, filepath.Join(bin, "muster-scheduler"), schedArgs...)
-		pgrCmd := startBinary(b, filepath.Join(bin, "muster-podgrouper"), pgrArgs...)
+		schedCmd := startBinaryEnv(b, childEnv("muster-scheduler"), filepath.Join(bin, "muster-scheduler"), schedArgs...)
+		pgrCmd := startBinaryEnv(b, childEnv("muster-podgrouper"), filepath.Join(bin, "muster-podgrouper"), pgrArgs...)
 		if !waitUntil(ctx, time.Minute, func() bool {
 			resp, err := http.Get("http://" + pgrAddr + "/readyz")
 			if err != nil {
@@ -181,13 +212,25 @@ func BenchmarkMemory(b *testing.B) {
 		time.Sleep(2 * time.Second) // the scheduler's informers sync
 		procs := map[string]int{"muster-scheduler": schedCmd.Process.Pid, "muster-podgrouper": pgrCmd.Process.Pid}
 		idle := map[string]float64{}
+		idleCPU := map[string]time.Duration{}
 		for name, pid := range procs {
 			rss, _, err := procMem(pid)
 			if err != nil {
 				b.Fatalf("%s exited early: %v", name, err)
 			}
 			idle[name] = rss
+			if idleCPU[name], err = procCPU(pid); err != nil {
+				b.Fatalf("%s: %v", name, err)
+			}
 		}
+		// Progress comes from a watch, not from listing every pod every
+		// few seconds: at 50 000 pods such lists cost the shared API
+		// server more than the binaries under test.
+		count, err := countMemPods(ctx, ns)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer count.stop()
 
 		// Sample RSS every second for the chart.
 		series := map[string]*benchreport.Series{}
@@ -216,54 +259,56 @@ func BenchmarkMemory(b *testing.B) {
 			}
 		}()
 
-		if err := createJobSetShapedPods(ctx, b, ns, sched, gangs, perGang); err != nil {
-			b.Fatal(err)
+		progress := func(prefix string) {
+			exist, labelled, bound := count.counts()
+			b.Logf("%s%4.0fs: %d pods exist, %d labelled, %d bound; RSS %s; load %s", prefix, time.Since(start).Seconds(), exist, labelled, bound, rssLine(procs), loadAvg())
 		}
+		created := make(chan error, 1)
+		go func() { created <- createJobSetShapedPodsN(ctx, b, ns, sched, gangs, perGang, clients) }()
 		// Done when every pod is labelled and the cluster is full: 8 GPUs
 		// per node, one per pod.
 		want := min(gangs*perGang, nodes*8/perGang*perGang)
-		var labelled, bound int
-		var listErr error
+		var createErr error
+		createsDone := false
 		lastProgress := start
-		ok := waitUntil(ctx, 15*time.Minute, func() bool {
-			list, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "bench=1", ResourceVersion: "0"})
-			if err != nil {
-				listErr = err // ends the wait; reported once sampling stops
-				return true
-			}
-			labelled, bound = 0, 0
-			for _, p := range list.Items {
-				if p.Labels[api.LabelPodGroup] != "" {
-					labelled++
-				}
-				if p.Spec.NodeName != "" {
-					bound++
+		ok := waitUntil(ctx, waitFor, func() bool {
+			if !createsDone {
+				select {
+				case createErr = <-created:
+					createsDone = true
+					b.Logf("creates took %s", time.Since(start).Round(time.Second))
+					if createErr != nil {
+						return true // reported once sampling stops
+					}
+				default:
 				}
 			}
 			if now := time.Now(); now.Sub(lastProgress) >= 10*time.Second {
 				lastProgress = now
-				b.Logf("%4.0fs: %d pods exist, %d labelled, %d bound", now.Sub(start).Seconds(), len(list.Items), labelled, bound)
+				progress("")
 			}
-			time.Sleep(2 * time.Second)
-			return labelled == gangs*perGang && bound >= want
+			_, labelled, bound := count.counts()
+			return createsDone && labelled == gangs*perGang && bound >= want
 		})
 		elapsed := time.Since(start)
 		time.Sleep(3 * time.Second) // steady state after the last bind
 		close(stopSampling)
 		sampling.Wait()
-		if listErr != nil {
-			b.Fatal(listErr)
+		progress("end ")
+		_, labelled, bound := count.counts()
+		if createErr != nil {
+			b.Fatal(createErr)
 		}
 		if !ok {
-			b.Fatalf("after 15 minutes: %d of %d pods labelled, %d of %d bound", labelled, gangs*perGang, bound, want)
+			b.Fatalf("after %s: %d of %d pods labelled, %d of %d bound", waitFor, labelled, gangs*perGang, bound, want)
 		}
 		if heap {
 			saveHeapProfile(b, fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/heap", schedPort), filepath.Join(out, "memory-muster-scheduler.heap.pprof"))
 			saveHeapProfile(b, "http://"+pgrAddr+"/debug/pprof/heap", filepath.Join(out, "memory-muster-podgrouper.heap.pprof"))
 		}
-		rows := [][]string{{"process", "idle_rss_mib", "peak_rss_mib", "nodes", "pods", "bound", "seconds"}}
+		rows := [][]string{{"process", "idle_rss_mib", "peak_rss_mib", "nodes", "pods", "bound", "seconds", "cpu_seconds", "cpu_ms_per_pod", "gomemlimit"}}
 		var md strings.Builder
-		fmt.Fprintf(&md, "| process | RSS after start (MiB) | peak RSS, VmHWM (MiB) |\n|---|---|---|\n")
+		fmt.Fprintf(&md, "| process | RSS after start (MiB) | peak RSS, VmHWM (MiB) | CPU ms per pod | GOMEMLIMIT |\n|---|---|---|---|---|\n")
 		chart := benchreport.Chart{Title: fmt.Sprintf("Scenario 5: RSS of the shipped binaries (%d nodes, %d pods)", nodes, gangs*perGang), XLabel: "seconds since first create", YLabel: "RSS (MiB)"}
 		total := 0.0
 		for _, name := range []string{"muster-scheduler", "muster-podgrouper"} {
@@ -271,13 +316,23 @@ func BenchmarkMemory(b *testing.B) {
 			if err != nil {
 				b.Fatalf("%s: %v", name, err)
 			}
+			// CPU from the end of start-up (informers synced) to now,
+			// per pod of the run: the price of GOMEMLIMIT's extra
+			// collections shows here.
+			cpu, err := procCPU(procs[name])
+			if err != nil {
+				b.Fatalf("%s: %v", name, err)
+			}
+			cpu -= idleCPU[name]
+			cpuPerPod := float64(cpu.Microseconds()) / 1000 / float64(gangs*perGang)
+			b.ReportMetric(cpuPerPod, name+"-cpu-ms/pod")
 			total += hwm
 			b.ReportMetric(hwm, name+"-peak-MiB")
-			rows = append(rows, []string{name, f3(idle[name]), f3(hwm), strconv.Itoa(nodes), strconv.Itoa(gangs * perGang), strconv.Itoa(bound), f3(elapsed.Seconds())})
-			fmt.Fprintf(&md, "| %s | %.0f | %.0f |\n", name, idle[name], hwm)
+			rows = append(rows, []string{name, f3(idle[name]), f3(hwm), strconv.Itoa(nodes), strconv.Itoa(gangs * perGang), strconv.Itoa(bound), f3(elapsed.Seconds()), f3(cpu.Seconds()), f3(cpuPerPod), memLimit[name]})
+			fmt.Fprintf(&md, "| %s | %.0f | %.0f | %.2f | %s |\n", name, idle[name], hwm, cpuPerPod, cmp.Or(memLimit[name], "unset"))
 			chart.Series = append(chart.Series, *series[name])
 		}
-		fmt.Fprintf(&md, "| both | %.0f | %.0f |\n", idle["muster-scheduler"]+idle["muster-podgrouper"], total)
+		fmt.Fprintf(&md, "| both | %.0f | %.0f | | |\n", idle["muster-scheduler"]+idle["muster-podgrouper"], total)
 		b.Logf("%d pods labelled, %d bound in %s; peak RSS total %.0f MiB", labelled, bound, elapsed.Round(time.Second), total)
 		if err := benchreport.WriteCSV(filepath.Join(out, "memory.csv"), rows); err != nil {
 			b.Fatal(err)
@@ -336,8 +391,13 @@ func fetchProfile(url, path string) error {
 // controller stays out), then their pods, 16 creators at once, on the nodes
 // of pool ns, for scheduler sched.
 func createJobSetShapedPods(ctx context.Context, tb testing.TB, ns, sched string, gangs, perGang int) error {
+	return createJobSetShapedPodsN(ctx, tb, ns, sched, gangs, perGang, 16)
+}
+
+// createJobSetShapedPodsN is createJobSetShapedPods with clients creators.
+func createJobSetShapedPodsN(ctx context.Context, tb testing.TB, ns, sched string, gangs, perGang, clients int) error {
 	jobs := make([]*unstructured.Unstructured, gangs)
-	if err := parallel(gangs, 16, func(g int) error {
+	if err := parallel(gangs, clients, func(g int) error {
 		var err error
 		jobs[g], err = pgrBenchGang(ctx, tb, ns, sched, g, perGang)
 		return err
@@ -345,7 +405,7 @@ func createJobSetShapedPods(ctx context.Context, tb testing.TB, ns, sched string
 		return err
 	}
 	sel, tol := localcluster.PoolPlacement(ns)
-	return parallel(gangs*perGang, 16, func(i int) error {
+	return parallel(gangs*perGang, clients, func(i int) error {
 		g, k := i/perGang, i%perGang
 		p := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("g%d-workers-0-%d", g, k), Labels: map[string]string{
@@ -359,4 +419,107 @@ func createJobSetShapedPods(ctx context.Context, tb testing.TB, ns, sched string
 		_, err := controlPlane.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
 		return err
 	})
+}
+
+// memPodCounter counts the benchmark's pods, labelled and bound, from a
+// watch. Its informer keeps only the three facts it counts, so the test
+// process (which hosts the API server) does not hold another copy of every
+// pod.
+type memPodCounter struct {
+	mu    sync.Mutex
+	state map[string]uint8 // pod name → memLabelled|memBound
+	stop  func()
+}
+
+const (
+	memLabelled uint8 = 1 << iota
+	memBound
+)
+
+func countMemPods(ctx context.Context, ns string) (*memPodCounter, error) {
+	c := &memPodCounter{state: map[string]uint8{}}
+	ctx, cancel := context.WithCancel(ctx)
+	f := informers.NewSharedInformerFactoryWithOptions(controlPlane.Client, 0, informers.WithNamespace(ns),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = "bench=1" }),
+		informers.WithTransform(func(obj any) (any, error) {
+			p, ok := obj.(*corev1.Pod)
+			if !ok {
+				return obj, nil
+			}
+			small := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, ResourceVersion: p.ResourceVersion}}
+			if v := p.Labels[api.LabelPodGroup]; v != "" {
+				small.Labels = map[string]string{api.LabelPodGroup: v}
+			}
+			small.Spec.NodeName = p.Spec.NodeName
+			return small, nil
+		}))
+	observe := func(obj any) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		var s uint8
+		if p.Labels[api.LabelPodGroup] != "" {
+			s |= memLabelled
+		}
+		if p.Spec.NodeName != "" {
+			s |= memBound
+		}
+		c.mu.Lock()
+		c.state[p.Name] = s
+		c.mu.Unlock()
+	}
+	if _, err := f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    observe,
+		UpdateFunc: func(_, o any) { observe(o) },
+	}); err != nil {
+		cancel()
+		return nil, err
+	}
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	c.stop = func() { cancel(); f.Shutdown() }
+	return c, nil
+}
+
+func (c *memPodCounter) counts() (exist, labelled, bound int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.state {
+		if s&memLabelled != 0 {
+			labelled++
+		}
+		if s&memBound != 0 {
+			bound++
+		}
+	}
+	return len(c.state), labelled, bound
+}
+
+// rssLine is the current RSS of each process, for the progress lines.
+func rssLine(procs map[string]int) string {
+	var parts []string
+	for _, name := range []string{"muster-scheduler", "muster-podgrouper"} {
+		rss, hwm, err := procMem(procs[name])
+		if err != nil {
+			parts = append(parts, name+" gone: "+err.Error())
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %.0f (peak %.0f) MiB", name, rss, hwm))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// loadAvg is the machine's 1, 5 and 15-minute load averages: the
+// benchmark shares its cores with other work, and the numbers say so.
+func loadAvg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
