@@ -163,6 +163,9 @@ type Compiled struct {
 	// refs are the declared references (muster.io/references), whose
 	// objects root-side expressions read as $name.
 	refs []*refDef
+	// topoRequired and topoPreferred read a gang's topology keys from the
+	// workload (topologypath.go); nil without.
+	topoRequired, topoPreferred *expr
 
 	// podNeeds is what the pod-side expressions can read of a pod.
 	podNeeds *podNeeds

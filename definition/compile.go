@@ -266,6 +266,7 @@ func build(k *kartav1alpha1.Karta, opts Options) (*Compiled, field.ErrorList) {
 		return nil, b.errs
 	}
 	b.references()
+	b.topologyPaths()
 	b.components()
 	b.gangScheduling()
 	if len(b.errs) > 0 {

@@ -192,6 +192,16 @@
 // cache keys on the bound objects' UIDs and resourceVersions. A definition
 // without references compiles and runs exactly as before.
 //
+// Two more Karta annotations read a gang's topology from the workload:
+// muster.io/topology-required-path and muster.io/topology-preferred-path,
+// jq on the root (references allowed) yielding a node label key, or null,
+// "" or nothing for none. They apply to every gang of the definition, after
+// the definition's own topology levels and before the workload annotations
+// muster.io/topology-required / -preferred, which win (the path is then not
+// evaluated). A value that is not a label key is an *EvalError. Grove's
+// PodCliqueSet resolves its topology domain through its
+// ClusterTopologyBinding this way.
+//
 // # Cost
 //
 // Compile also works out which parts of a pod the pod-side paths can read

@@ -178,7 +178,11 @@ func (c *Compiled) buildPlan(ctx context.Context, root *unstructured.Unstructure
 	if p.off || len(gangs) == 0 {
 		return p, nil
 	}
-	v, err := c.extract(ctx, toJQ(root.Object))
+	in := toJQ(root.Object)
+	if err := c.topologyFromPaths(ctx, in, p); err != nil {
+		return nil, err
+	}
+	v, err := c.extract(ctx, in)
 	if err != nil {
 		return nil, err
 	}

@@ -306,10 +306,9 @@ type deadlineCtx struct {
 	// budget is charged by the guards of jqbudget.go, which find it
 	// because eval passes this deadlineCtx as the value of budgetVar.
 	budget budget
-	// refs are the objects bound to the references, for refGuard, which
-	// notes in unresolved the first unresolved one read.
-	refs                      *boundRefs
-	unresolved, unresolvedWhy string
+	// refs is set only for an expression that reads references (one
+	// pointer here keeps every other evaluation's allocation as it was).
+	refs *refEval
 }
 
 const deadlineCheckEvery = 256
@@ -367,19 +366,25 @@ func (c *Compiled) eval(ctx context.Context, e *expr, input any) ([]any, error) 
 	}
 	dl := newDeadlineCtx(ctx, c.opts.Timeout)
 	if e.refs {
-		dl.refs = boundOf(ctx)
+		dl.refs = &refEval{bound: boundOf(ctx)}
 	}
 	iter := e.code.RunWithContext(dl, input, dl)
 	var out []any
 	for {
 		v, ok := iter.Next()
 		if !ok {
-			if dl.unresolved != "" {
-				return nil, &UnresolvedError{Reference: dl.unresolved, Why: dl.unresolvedWhy, Field: e.field, Expression: e.src}
+			if ue := dl.refs.unresolvedError(e); ue != nil {
+				return nil, ue
 			}
 			return out, nil
 		}
 		if err, ok := v.(error); ok {
+			// An error after a read of an unresolved reference may come
+			// from its null (error("not defined") in a definition's
+			// fallback): the missing object is the cause to report.
+			if ue := dl.refs.unresolvedError(e); ue != nil {
+				return nil, ue
+			}
 			if errors.Is(err, context.DeadlineExceeded) {
 				err = fmt.Errorf("%w %v; simplify the expression", ErrTimeout, c.opts.Timeout)
 			}

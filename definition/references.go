@@ -356,16 +356,33 @@ const guardRef = "_muster_ref"
 func refGuard(_ any, args []any) any {
 	dl, ok := args[0].(*deadlineCtx)
 	name, ok2 := args[1].(string)
-	if !ok || !ok2 || dl.refs == nil {
+	if !ok || !ok2 || dl.refs == nil || dl.refs.bound == nil {
 		return nil
 	}
-	if why, ok := dl.refs.unresolved[name]; ok {
-		if dl.unresolved == "" {
-			dl.unresolved, dl.unresolvedWhy = name, why
+	r := dl.refs
+	if why, ok := r.bound.unresolved[name]; ok {
+		if r.unresolved == "" {
+			r.unresolved, r.why = name, why
 		}
 		return nil
 	}
-	return dl.refs.vals[name]
+	return r.bound.vals[name]
+}
+
+// refEval is one evaluation's view of the bindings: what it may read, and
+// the first unresolved reference it read.
+type refEval struct {
+	bound           *boundRefs
+	unresolved, why string
+}
+
+// unresolvedError is the error of an evaluation of e that read an
+// unresolved reference, or nil.
+func (r *refEval) unresolvedError(e *expr) *UnresolvedError {
+	if r == nil || r.unresolved == "" {
+		return nil
+	}
+	return &UnresolvedError{Reference: r.unresolved, Why: r.why, Field: e.field, Expression: e.src}
 }
 
 // rewriteRefs turns every read of a reference variable $name (names) in q

@@ -264,7 +264,7 @@ func TestUnresolvedReference(t *testing.T) {
 		t.Fatalf("GangForPod of a root with its own count and template: %+v, %v; want min-member 3", summarize(g), err)
 	}
 
-	for _, src := range []string{`try $rt.spec.numNodes catch 1`, `($rt | .spec.numNodes)? // 1`, `[$rt] | length`} {
+	for _, src := range []string{`try $rt.spec.numNodes catch 1`, `($rt | .spec.numNodes)? // 1`, `[$rt] | length`, `$rt.spec.numNodes // error("no count")`} {
 		e, fe := compileJQVars(nil, src, map[string]bool{"$rt": true})
 		if fe != nil {
 			t.Fatalf("%s: %v", src, fe)
