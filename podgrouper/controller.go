@@ -34,6 +34,8 @@ import (
 	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 	pginformers "sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
 	pglisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
+
+	"github.com/muster-io/muster/internal/podtrim"
 )
 
 // DefaultSchedulerName is the scheduler whose pods are grouped by default.
@@ -171,7 +173,7 @@ func NewController(ctx context.Context, c Clients, defs Definitions, recorder re
 		sel := fields.OneTermEqualSelector("spec.schedulerName", opts.SchedulerNames[0]).String()
 		factoryOpts = append(factoryOpts, informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = sel }))
 	}
-	factoryOpts = append(factoryOpts, informers.WithTransform(stripManagedFields))
+	factoryOpts = append(factoryOpts, informers.WithTransform(podtrim.NewInterner(podtrim.DefaultMaxLists).Transform))
 	ctrl.kubeFactory = informers.NewSharedInformerFactoryWithOptions(c.Kube, 0, factoryOpts...)
 	podInformer := ctrl.kubeFactory.Core().V1().Pods()
 	if err := podInformer.Informer().AddIndexers(cache.Indexers{podGroupIndex: indexByPodGroup}); err != nil {

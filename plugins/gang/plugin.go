@@ -28,6 +28,7 @@ import (
 	pglisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
 
 	"github.com/muster-io/muster/api"
+	"github.com/muster-io/muster/internal/podtrim"
 	"github.com/muster-io/muster/plugins/gang/plan"
 )
 
@@ -175,6 +176,17 @@ func newPlugin(ctx context.Context, args *Args, h fwk.Handle, pgClient pgclients
 	p.pdbLister = h.SharedInformerFactory().Policy().V1().PodDisruptionBudgets().Lister()
 
 	podInformer := h.SharedInformerFactory().Core().V1().Pods()
+	// The scheduler keeps every pod that is not finished; equal resource
+	// lists become one map (podtrim). The transform replaces
+	// kube-scheduler's own, which only drops managedFields, and drops them
+	// too. Nodes and PodDisruptionBudgets lose their managedFields. An
+	// informer already running (a second profile) keeps what it has.
+	trim := podtrim.NewInterner(podtrim.DefaultMaxLists)
+	for _, inf := range []cache.SharedIndexInformer{podInformer.Informer(), h.SharedInformerFactory().Core().V1().Nodes().Informer(), h.SharedInformerFactory().Policy().V1().PodDisruptionBudgets().Informer()} {
+		if err := inf.SetTransform(trim.Transform); err != nil {
+			logger.V(2).Info("Informer already started; its objects stay as they are", "err", err)
+		}
+	}
 	p.podLister = podInformer.Lister()
 	p.podIndexer = podInformer.Informer().GetIndexer()
 	// An index by gang makes member counts cheap. Adding it fails once the
@@ -198,7 +210,7 @@ func newPlugin(ctx context.Context, args *Args, h fwk.Handle, pgClient pgclients
 		return nil, fmt.Errorf("%s: node handler: %w", Name, err)
 	}
 
-	factory := pginformers.NewSharedInformerFactory(pgClient, 0)
+	factory := pginformers.NewSharedInformerFactoryWithOptions(pgClient, 0, pginformers.WithTransform(trim.Transform))
 	pgInformer := factory.Scheduling().V1alpha1().PodGroups()
 	p.pgLister = pgInformer.Lister()
 	if _, err := pgInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
