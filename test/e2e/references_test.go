@@ -29,6 +29,7 @@ import (
 // Trainer operator here.
 
 var (
+	refCTBGVR     = schema.GroupVersionResource{Group: "grove.io", Version: "v1alpha1", Resource: "clustertopologybindings"}
 	refCTRGVR     = schema.GroupVersionResource{Group: "trainer.kubeflow.org", Version: "v1alpha1", Resource: "clustertrainingruntimes"}
 	refTRGVR      = schema.GroupVersionResource{Group: "trainer.kubeflow.org", Version: "v1alpha1", Resource: "trainingruntimes"}
 	refTrainJobGV = "trainer.kubeflow.org/v1alpha1"
@@ -58,7 +59,12 @@ func init() {
 				return err
 			}
 		}
-		return nil
+		// Grove's topology object; the corpus has no CRD of it, so a
+		// permissive one of its scope (grove.io/v1alpha1, cluster-scoped).
+		if _, err := cp.APIExtensions.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "clustertopologybindings.grove.io", metav1.GetOptions{}); err == nil {
+			return nil
+		}
+		return cp.InstallCRD(ctx, localcluster.PermissiveCRD("grove.io", "v1alpha1", "ClusterTopologyBinding", "clustertopologybindings", apiextensionsv1.ClusterScoped))
 	})
 }
 
@@ -251,4 +257,103 @@ func TestReferencesTrainJobRuntime(t *testing.T) {
 	if got := strings.Join(podGroupNames(t, ns), ","); strings.Count(got, ",") != 3 {
 		t.Errorf("PodGroups %s, want 4 (three TrainJobs and the JobSet)", got)
 	}
+}
+
+// refPodCliqueSet creates a PodCliqueSet of one replica with one clique of n
+// pods that must pack within domain required of the ClusterTopologyBinding
+// binding, and, as Grove would, its n pods (owned by the PCS here: there
+// is no Grove operator; the owner walk reaches the PCS either way).
+func refPodCliqueSet(t *testing.T, ns, name, sched, binding, required string, n int) {
+	t.Helper()
+	pcs := pgrCreate(t, ns, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "grove.io/v1alpha1", "kind": "PodCliqueSet",
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"spec": map[string]any{"replicas": int64(1), "template": map[string]any{
+			"topologyConstraint": map[string]any{"topologyName": binding, "pack": map[string]any{"required": required}},
+			"cliques": []any{map[string]any{"name": "worker", "spec": map[string]any{
+				"roleName": "worker", "replicas": int64(n),
+				"podSpec": map[string]any{"containers": []any{map[string]any{"name": "w", "image": "registry.invalid/engine"}}},
+			}}},
+		}},
+	}})
+	for i := range n {
+		p := makePod(ns, podSpec{name: fmt.Sprintf("%s-0-worker-%d", name, i), scheduler: sched, pool: ns, gpus: 1, mutate: func(p *corev1.Pod) {
+			p.Labels["app.kubernetes.io/part-of"] = name
+			p.Labels["grove.io/podclique"] = name + "-0-worker"
+			p.Labels["grove.io/podcliqueset-replica-index"] = "0"
+			p.OwnerReferences = []metav1.OwnerReference{pgrControllerRef(pcs)}
+		}})
+		if _, err := controlPlane.Client.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// refTopology is a Condition: the PodGroup of the pods of ns matching
+// selector packs on key (its muster.io/topology-required annotation).
+func refTopology(t *testing.T, ns, selector string, n int, minMember int32, key string) localcluster.Condition {
+	gang := fcGang(t, ns, selector, n, "", minMember, false)
+	return func(ctx context.Context) (bool, string, error) {
+		ok, seen, err := gang(ctx)
+		if err != nil || !ok {
+			return ok, seen, err
+		}
+		l, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil || len(l.Items) == 0 {
+			return false, seen, err
+		}
+		pg, err := podGroups(t).SchedulingV1alpha1().PodGroups(ns).Get(ctx, l.Items[0].Labels[api.LabelPodGroup], metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		got := pg.Annotations[api.AnnotationTopologyRequired]
+		return got == key, fmt.Sprintf("%s, topology %q", seen, got), nil
+	}
+}
+
+// TestReferencesGroveTopology: a PodCliqueSet's topologyConstraint domain
+// becomes its PodGroup's node label key through the ClusterTopologyBinding
+// it names; with the binding missing the pods wait and say why, and its
+// creation groups them.
+func TestReferencesGroveTopology(t *testing.T) {
+	const sched = "refs-grove"
+	startPodGrouper(t, sched)
+	ns := testNamespace(t, "refs-grove-")
+	ctx := context.Background()
+	binding := "refs-" + ns
+	ri := controlPlane.Dynamic.Resource(refCTBGVR)
+	create := func() {
+		t.Helper()
+		if _, err := ri.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "grove.io/v1alpha1", "kind": "ClusterTopologyBinding",
+			"metadata": map[string]any{"name": binding},
+			"spec": map[string]any{"levels": []any{
+				map[string]any{"domain": "rack", "key": "example.com/rack"},
+				map[string]any{"domain": "host", "key": "kubernetes.io/hostname"},
+			}},
+		}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := ri.Delete(context.Background(), binding, metav1.DeleteOptions{}); err != nil {
+				t.Errorf("deleting ClusterTopologyBinding %s: %v", binding, err)
+			}
+		})
+	}
+
+	refPodCliqueSet(t, ns, "early", sched, binding, "rack", 2)
+	want := []string{"PodCliqueSet/" + ns + "/early", "reads $topology", "ClusterTopologyBinding " + binding + " does not exist", "the gang depends on it"}
+	waitFor(t, gangTimeout, "PodCliqueSet early waiting for its topology binding", refWaitingWith(ns, "app.kubernetes.io/part-of=early", 2, want))
+	holdsFor(t, fcHold, "PodCliqueSet early still waiting", refWaitingWith(ns, "app.kubernetes.io/part-of=early", 2, want))
+
+	create()
+	waitFor(t, gangTimeout, "PodCliqueSet early packed by rack once the binding exists", refTopology(t, ns, "app.kubernetes.io/part-of=early", 2, 2, "example.com/rack"))
+	refPodCliqueSet(t, ns, "by-host", sched, binding, "host", 3)
+	waitFor(t, gangTimeout, "PodCliqueSet by-host packed by host", refTopology(t, ns, "app.kubernetes.io/part-of=by-host", 3, 3, "kubernetes.io/hostname"))
+
+	// A domain the binding does not define: the pods wait, and the reason
+	// names it.
+	refPodCliqueSet(t, ns, "by-row", sched, binding, "row", 2)
+	waitFor(t, gangTimeout, "PodCliqueSet by-row waiting", refWaitingWith(ns, "app.kubernetes.io/part-of=by-row", 2,
+		[]string{"requires the domain row, which ClusterTopologyBinding " + binding + " does not define"}))
 }
