@@ -449,8 +449,15 @@ func (o *FitOptions) fileWorkloads(ctx context.Context, objs []*unstructured.Uns
 		warnings = append(warnings, fmt.Sprintf("not evaluated (no definition, or pods of a workload in the file): %s", strings.Join(skipped, ", ")))
 	}
 	var out []*fitWorkload
+	docRefs := offlineRefs(objs)
 	for _, r := range roots {
-		w, err := specWorkload(ctx, r, defs, ns, "file")
+		rctx := ctx
+		if ent, err := defs.forGVK(r.GroupVersionKind()); err == nil {
+			var refWarnings []string
+			rctx, refWarnings = docRefs.bind(ctx, ent.Compiled, r)
+			warnings = append(warnings, refWarnings...)
+		}
+		w, err := specWorkload(rctx, r, defs, ns, "file")
 		if err != nil {
 			return nil, nil, err
 		}
@@ -641,6 +648,10 @@ func (o *FitOptions) liveWorkload(ctx context.Context, c *Cluster, defs *definit
 	root, err := f.waitRoot(rt, o.nameArg, ns)
 	if err != nil {
 		return nil, err
+	}
+	ctx, refWarnings := liveRefs(c).bind(ctx, ent.Compiled, root)
+	for _, msg := range refWarnings {
+		o.env.warnf("%s %s: %s", root.GetKind(), root.GetName(), msg)
 	}
 	f.wg.Wait()
 	if !f.namespaced {
