@@ -19,6 +19,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
@@ -283,6 +284,12 @@ func TestDeploymentHardening(t *testing.T) {
 		if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
 			t.Errorf("%s: needs cpu/memory requests and a memory limit", c.Name)
 		}
+		// GOMEMLIMIT makes the collector work harder before the container
+		// reaches its limit; at or above the limit it never would, far
+		// below it the collector runs all the time.
+		if lim, limit := goMemLimit(t, c), c.Resources.Limits.Memory().Value(); lim >= limit || lim < limit*3/4 {
+			t.Errorf("%s: GOMEMLIMIT %d bytes, want 75%%-100%% of the memory limit %d", c.Name, lim, limit)
+		}
 		var tokenVol string
 		for _, m := range c.VolumeMounts {
 			if m.MountPath == "/var/run/secrets/kubernetes.io/serviceaccount" {
@@ -533,4 +540,23 @@ func keys(m map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// goMemLimit is the container's GOMEMLIMIT in bytes, in the Go runtime's
+// syntax (a number of bytes with an optional B, KiB, MiB, GiB or TiB).
+func goMemLimit(t *testing.T, c *corev1.Container) int64 {
+	t.Helper()
+	for _, e := range c.Env {
+		if e.Name != "GOMEMLIMIT" {
+			continue
+		}
+		q, err := resource.ParseQuantity(strings.TrimSuffix(e.Value, "B"))
+		if err != nil || !strings.HasSuffix(e.Value, "iB") && strings.ContainsAny(e.Value, "kKMGT") {
+			t.Errorf("%s: GOMEMLIMIT=%q is not in the Go runtime's syntax", c.Name, e.Value)
+			return 0
+		}
+		return q.Value()
+	}
+	t.Errorf("%s: no GOMEMLIMIT", c.Name)
+	return 0
 }
