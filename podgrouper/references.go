@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
@@ -37,10 +39,21 @@ type refWatch struct {
 	// requeue requeues the pods of a root and reports whether it still
 	// has any; a root without pods is forgotten.
 	requeue func(root types.UID) bool
+	// unmapped remembers when a referenced kind was last found not
+	// served, so that the mapper's discovery is not reset on every sync
+	// of every pod that names it.
+	unmapped map[schema.GroupVersionKind]time.Time
 }
 
+// unmappedRecheck is how long a referenced kind found not served is taken
+// as such, and how soon the pods held for it are synced again: no informer
+// watches a kind that is not served, so no event would bring them back when
+// its CRD is installed.
+const unmappedRecheck = 30 * time.Second
+
 func newRefWatch(client dynamic.Interface, requeue func(types.UID) bool) *refWatch {
-	w := &refWatch{byRoot: map[types.UID][]string{}, byObj: map[string]map[types.UID]struct{}{}, requeue: requeue}
+	w := &refWatch{byRoot: map[types.UID][]string{}, byObj: map[string]map[types.UID]struct{}{}, requeue: requeue,
+		unmapped: map[schema.GroupVersionKind]time.Time{}}
 	// Any change may change what an expression reads: metadata as well as
 	// spec.
 	w.objs = newRoots(client, func(old, cur *unstructured.Unstructured) {
@@ -125,15 +138,19 @@ func (c *Controller) requeueRoot(root types.UID) bool {
 // operator creates. The root is recorded first, so that the object's
 // arrival requeues its pods. hold is set when the references themselves
 // cannot be evaluated.
-func (c *Controller) bindReferences(ctx context.Context, e *Entry, root *unstructured.Unstructured, l link) (_ context.Context, hold string) {
+//
+// recheck is set when an object is unresolved because its kind is not
+// served: the caller syncs the pod again after unmappedRecheck if the gang
+// reads it.
+func (c *Controller) bindReferences(ctx context.Context, e *Entry, root *unstructured.Unstructured, l link) (_ context.Context, hold string, recheck bool) {
 	r, ok := e.Grouper.(referencer)
 	if !ok || !r.HasReferences() {
-		return ctx, ""
+		return ctx, "", false
 	}
 	targets, err := r.Targets(ctx, root)
 	if err != nil {
 		errorsTotal.WithLabelValues(reasonDefinition).Inc()
-		return ctx, api.CapReason(fmt.Sprintf("Workload definition %s (%s) failed on %s, so its pods wait: %v; fix the definition", e.Name, e.Source, l, err))
+		return ctx, api.CapReason(fmt.Sprintf("Workload definition %s (%s) failed on %s, so its pods wait: %v; fix the definition", e.Name, e.Source, l, err)), false
 	}
 	keys := make([]string, len(targets))
 	for i, t := range targets {
@@ -142,14 +159,15 @@ func (c *Controller) bindReferences(ctx context.Context, e *Entry, root *unstruc
 	c.refs.record(l.UID, keys)
 	b := definition.Bindings{Objects: map[string]*unstructured.Unstructured{}, Unresolved: map[string]string{}}
 	for _, t := range targets {
-		obj, why := c.referenced(ctx, t)
+		obj, why, unmapped := c.referenced(ctx, t)
 		if why != "" {
 			b.Unresolved[t.Reference] = t.String() + " " + why
+			recheck = recheck || unmapped
 			continue
 		}
 		b.Objects[t.Reference] = obj
 	}
-	return definition.WithReferences(ctx, b), ""
+	return definition.WithReferences(ctx, b), "", recheck
 }
 
 // unresolvedHold says why the pods of l wait for a referenced object.
@@ -158,18 +176,21 @@ func unresolvedHold(e *Entry, l link, ue *definition.UnresolvedError) string {
 		l, e.Name, ue.Reference, ue.Why, ue.Field))
 }
 
-// referenced reads one target from its informer, or says why it cannot.
-func (c *Controller) referenced(ctx context.Context, t definition.Target) (*unstructured.Unstructured, string) {
-	m, err := c.owners.mapping(t.Kind.GVK())
+// referenced reads one target from its informer, or says why it cannot;
+// unmapped is set when its kind is not served.
+func (c *Controller) referenced(ctx context.Context, t definition.Target) (_ *unstructured.Unstructured, why string, unmapped bool) {
+	m, err := c.refs.mapping(c.owners, t.Kind.GVK())
 	if err != nil {
-		return nil, fmt.Sprintf("is of a kind the cluster does not serve (%s)", t.Kind.GVK())
+		return nil, fmt.Sprintf("is of a kind the cluster does not serve (%s)", t.Kind.GVK()), true
 	}
 	if namespaced := m.Scope.Name() == meta.RESTScopeNameNamespace; namespaced != t.Kind.Namespaced() {
-		return nil, fmt.Sprintf("is declared %s scope but the cluster serves %s with scope %s; fix the definition", scopeName(t.Kind.Namespaced()), m.Resource, m.Scope.Name())
+		return nil, fmt.Sprintf("is declared %s scope but the cluster serves %s with scope %s; fix the definition", scopeName(t.Kind.Namespaced()), m.Resource, m.Scope.Name()), false
 	}
+	// The informer's initial list and its events bring back the pods of a
+	// root that waits for an object: none needs a timer.
 	inf, err := c.refs.objs.informer(ctx, m.Resource)
 	if err != nil {
-		return nil, fmt.Sprintf("cannot be read yet (%v)", err)
+		return nil, fmt.Sprintf("cannot be read yet (%v)", err), false
 	}
 	key := t.Name
 	if t.Namespace != "" {
@@ -177,13 +198,34 @@ func (c *Controller) referenced(ctx context.Context, t definition.Target) (*unst
 	}
 	obj, ok, err := inf.GetStore().GetByKey(key)
 	if err != nil {
-		return nil, fmt.Sprintf("cannot be read (%v)", err)
+		return nil, fmt.Sprintf("cannot be read (%v)", err), false
 	}
 	u, isU := obj.(*unstructured.Unstructured)
 	if !ok || !isU {
-		return nil, "does not exist"
+		return nil, "does not exist", false
 	}
-	return u, ""
+	return u, "", false
+}
+
+// mapping maps a referenced kind to its resource through o (which resets
+// the mapper once for a kind it does not know), remembering a miss for
+// unmappedRecheck.
+func (w *refWatch) mapping(o *owners, gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+	w.mu.Lock()
+	at, miss := w.unmapped[gvk]
+	w.mu.Unlock()
+	if miss && time.Since(at) < unmappedRecheck {
+		return nil, fmt.Errorf("%s is not served", gvk)
+	}
+	m, err := o.mapping(gvk)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		w.unmapped[gvk] = time.Now()
+		return nil, err
+	}
+	delete(w.unmapped, gvk)
+	return m, nil
 }
 
 func scopeName(namespaced bool) string {

@@ -248,7 +248,7 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod) (*decision, er
 	if top == 0 {
 		d.rootUID = ""
 	}
-	ctx, hold := c.bindReferences(ctx, entry, root, l)
+	ctx, hold, recheck := c.bindReferences(ctx, entry, root, l)
 	if hold != "" {
 		d.workload, d.hold = l.ref(), hold
 		return d, nil
@@ -265,6 +265,9 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod) (*decision, er
 		if errors.As(err, &ue) {
 			errorsTotal.WithLabelValues(reasonRoot).Inc()
 			d.hold = unresolvedHold(entry, l, ue)
+			if recheck {
+				c.queue.AddAfter(cache.MetaObjectToName(pod).String(), unmappedRecheck)
+			}
 			return d, nil
 		}
 		if errors.As(err, &ae) {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -58,6 +59,10 @@ func init() {
 			if err := cp.InstallCRD(ctx, localcluster.PermissiveCRD("trainer.kubeflow.org", "v1alpha1", r.kind, r.plural, r.scope)); err != nil {
 				return err
 			}
+		}
+		// The root kind of TestReferencesKindServedLater's Karta.
+		if err := cp.InstallCRD(ctx, localcluster.PermissiveCRD(fcGroup, "v1", "RefRun", "refruns", apiextensionsv1.NamespaceScoped)); err != nil {
+			return err
 		}
 		// Grove's topology object; the corpus has no CRD of it, so a
 		// permissive one of its scope (grove.io/v1alpha1, cluster-scoped).
@@ -356,4 +361,60 @@ func TestReferencesGroveTopology(t *testing.T) {
 	refPodCliqueSet(t, ns, "by-row", sched, binding, "row", 2)
 	waitFor(t, gangTimeout, "PodCliqueSet by-row waiting", refWaitingWith(ns, "app.kubernetes.io/part-of=by-row", 2,
 		[]string{"requires the domain row, which ClusterTopologyBinding " + binding + " does not define"}))
+}
+
+// TestReferencesKindServedLater: a cluster Karta whose gang reads an object
+// of a kind the cluster does not serve yet holds the pods and says so; once
+// the CRD is installed and the object created, the pods are grouped by it
+// without any event on them (the pod-grouper looks again after
+// unmappedRecheck, 30 s, since no informer can watch a kind not served).
+func TestReferencesKindServedLater(t *testing.T) {
+	const sched = "refs-later"
+	startPodGrouper(t, sched)
+	ns := testNamespace(t, "refs-later-")
+	ctx := context.Background()
+	group := "later.refs.muster.io"
+	karta := fcKartaObject("refs-served-later", "RefRun", ".spec.replicas // $cfg.spec.replicas")
+	karta["metadata"].(map[string]any)["annotations"] = map[string]any{"muster.io/references": fcJSON(t, []any{map[string]any{
+		"name": "cfg", "namePath": ".spec.configName",
+		"kinds": []any{map[string]any{"group": group, "version": "v1", "kind": "RefConfig"}},
+	}})}
+	pgrApplyKarta(t, fcJSON(t, karta))
+	pgrWaitKartaValid(t, "refs-served-later", "True", "")
+
+	run := fcRunObject(t, ns, "RefRun", "run", sched, 0)
+	unstructured.RemoveNestedField(run.Object, "spec", "replicas")
+	if err := unstructured.SetNestedField(run.Object, "three", "spec", "configName"); err != nil {
+		t.Fatal(err)
+	}
+	run = pgrCreate(t, ns, run)
+	for i := range 3 {
+		p := makePod(ns, podSpec{name: fmt.Sprintf("run-%d", i), scheduler: sched, pool: ns, gpus: 1, mutate: func(p *corev1.Pod) {
+			p.Labels[fcRunLabel] = "run"
+			p.OwnerReferences = []metav1.OwnerReference{pgrControllerRef(run)}
+		}})
+		if _, err := controlPlane.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"RefRun/" + ns + "/run", "reads $cfg", "RefConfig " + ns + "/three is of a kind the cluster does not serve (" + group + "/v1, Kind=RefConfig)"}
+	waitFor(t, gangTimeout, "pods waiting for a kind not served", refWaitingWith(ns, fcSelector("run"), 3, want))
+
+	if err := controlPlane.InstallCRD(ctx, localcluster.PermissiveCRD(group, "v1", "RefConfig", "refconfigs", apiextensionsv1.NamespaceScoped)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := controlPlane.APIExtensions.ApiextensionsV1().CustomResourceDefinitions().Delete(context.Background(), "refconfigs."+group, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("deleting the RefConfig CRD: %v", err)
+		}
+	})
+	cfgGVR := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "refconfigs"}
+	if _, err := controlPlane.Dynamic.Resource(cfgGVR).Namespace(ns).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": group + "/v1", "kind": "RefConfig",
+		"metadata": map[string]any{"name": "three", "namespace": ns},
+		"spec":     map[string]any{"replicas": int64(3)},
+	}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Minute, "pods grouped by the RefConfig once its kind is served", fcGang(t, ns, fcSelector("run"), 3, "", 3, false))
 }
