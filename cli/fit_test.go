@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -322,6 +323,16 @@ func TestFitRanksContexts(t *testing.T) {
 // liveJobSet is train.yaml submitted: the pod-grouper made PodGroup train,
 // the leader is bound to b2 (zone-b) and the two workers are pending.
 func liveJobSet(t *testing.T, withPodGroup bool) *Cluster {
+	return liveJobSetOn(t, withPodGroup, nil, []fitNode{
+		{name: "a1", zone: "zone-a", gpus: 8},
+		{name: "b2", zone: "zone-b", gpus: 8},
+		{name: "b5", zone: "zone-b", gpus: 8, used: 4},
+	})
+}
+
+// liveJobSetOn is liveJobSet on the given nodes, with pgAnnotations added
+// to its PodGroup's and extra objects.
+func liveJobSetOn(t *testing.T, withPodGroup bool, pgAnnotations map[string]any, nodes []fitNode, extra ...runtime.Object) *Cluster {
 	root := readObjects(t, fitTestdata("train.yaml"))[0]
 	root.SetUID("js-uid")
 	dyn := []*unstructured.Unstructured{root}
@@ -335,6 +346,11 @@ func liveJobSet(t *testing.T, withPodGroup bool) *Cluster {
 			},
 			"spec": map[string]any{"minMember": int64(3)},
 		}})
+		for k, v := range pgAnnotations {
+			if err := unstructured.SetNestedField(dyn[1].Object, v, "metadata", "annotations", k); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	var pods []runtime.Object
 	for i, name := range []string{"train-leader-0-0-abcde", "train-workers-0-0-fghij", "train-workers-1-0-klmno"} {
@@ -356,11 +372,7 @@ func liveJobSet(t *testing.T, withPodGroup bool) *Cluster {
 		}
 		pods = append(pods, p)
 	}
-	return fitCluster(t, []fitNode{
-		{name: "a1", zone: "zone-a", gpus: 8},
-		{name: "b2", zone: "zone-b", gpus: 8},
-		{name: "b5", zone: "zone-b", gpus: 8, used: 4},
-	}, dyn, pods...)
+	return fitCluster(t, nodes, dyn, append(pods, extra...)...)
 }
 
 func ptrBool(b bool) *bool { return &b }
@@ -785,4 +797,65 @@ func BenchmarkFitPreempt1000Nodes(b *testing.B) {
 			b.Fatalf("cluster %s, %d bound pods, victims %d units %d pods; want fits after preempting, 8000, 2 gangs of 16 pods", c.Verdict, c.BoundPods, c.VictimUnits, c.VictimPods)
 		}
 	}
+}
+
+// TestFitLivePreempts: the submitted JobSet's leader is bound on b2, its
+// two workers pending; zone-b (required) is full but for 4 GPUs, held with
+// a gang team-b/low-x at priority 10 (one member on b2, one on b5). fit
+// evicts low-x and places both workers in zone-b. The gang's priority is
+// the one the pod-grouper recorded on its PodGroup, or its pending pods'
+// spec.priority; in the second case its bound leader has priority 0, and
+// it is the gang's own, never a victim (though the cheapest unit).
+func TestFitLivePreempts(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		recorded map[string]any
+		class    string
+	}{
+		{name: "recorded on the PodGroup", recorded: map[string]any{api.AnnotationPriority: "1000", api.AnnotationPriorityClass: "high"}, class: "high"},
+		{name: "spec.priority of the pending members"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := liveJobSetOn(t, true, tc.recorded, []fitNode{
+				{name: "a1", zone: "zone-a", gpus: 8},
+				{name: "b2", zone: "zone-b", gpus: 8},
+				{name: "b5", zone: "zone-b", gpus: 8},
+			}, runningPod("team-b", "low-x-0", "b5", "low-x", 4, "low", 10, time.Hour), runningPod("team-b", "low-x-1", "b2", "low-x", 4, "low", 10, time.Hour),
+				priorityClass("low", 10, false, false), priorityClass("high", 1000, false, false))
+			if tc.recorded == nil {
+				for _, name := range []string{"train-workers-0-0-fghij", "train-workers-1-0-klmno"} {
+					p, err := c.Kube.CoreV1().Pods("team-a").Get(context.Background(), name, metav1.GetOptions{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					p.Spec.Priority = ptrTo[int32](1000)
+					if _, err := c.Kube.CoreV1().Pods("team-a").Update(context.Background(), p, metav1.UpdateOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			res := run(t, c, "", "fit", "jobset/train", "-n", "team-a", "-o", "json")
+			if res.code != 0 {
+				t.Fatalf("exit %d: %s", res.code, res.stderr)
+			}
+			g := decodeFit(t, res.stdout).Clusters[0].Workloads[0].Gangs[0]
+			if g.Verdict != "fits after preempting" || g.Priority == nil || *g.Priority != 1000 || g.PriorityClass != tc.class || g.Bound != 1 {
+				t.Fatalf("gang %+v; want fits after preempting at priority 1000 (class %q), 1 bound", g, tc.class)
+			}
+			if units := strings.Join(fitUnits(g), ", "); units != "gang team-b/low-x" {
+				t.Errorf("victims %s; want gang team-b/low-x (never the gang's own bound leader)", units)
+			}
+			if got := fitNodeCounts(g); got != "b2=1,b5=1" {
+				t.Errorf("members per node %s; want b2=1,b5=1 (zone-b, where low-x was)", got)
+			}
+		})
+	}
+}
+
+func fitUnits(g GangFit) []string {
+	var out []string
+	for _, v := range g.Victims {
+		out = append(out, v.Unit)
+	}
+	return out
 }
