@@ -29,8 +29,8 @@ const AnnotationReferences = "muster.io/references"
 // informer in the pod-grouper and a GET per workload in the CLI.
 const MaxReferences = 8
 
-// Reference is one declared reference: the jq variable $Name is bound to
-// the object that NamePath (run on the root) names, of the kind that
+// Reference is one declared reference: $Name in the definition's root-side
+// expressions is the object that NamePath (run on the root) names, of the kind that
 // KindPath selects among Kinds (the only kind, without KindPath).
 type Reference struct {
 	Name     string          `json:"name"`
@@ -116,8 +116,8 @@ func References(k *kartav1alpha1.Karta) ([]Reference, field.ErrorList) {
 }
 
 // references decodes, checks and compiles the declared references. It runs
-// before the components, which are compiled with one jq variable per
-// reference.
+// before the components, whose root-side expressions then read $name
+// (rewriteRefs).
 func (b *builder) references() {
 	refs, errs := References(b.c.karta)
 	if b.add(errs...); len(errs) > 0 {
