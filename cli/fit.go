@@ -1284,15 +1284,19 @@ func contextName(c *ClusterFit) string {
 
 func renderRanking(w io.Writer, p painter, r *FitReport) error {
 	t := &table{}
-	t.addPlain("RANK", "CONTEXT", "VERDICT", "GPUS FREE", "PARTIAL GPU NODES", "NODES", "ERROR")
+	t.addPlain("RANK", "CONTEXT", "VERDICT", "PREEMPTS", "GPUS FREE", "PARTIAL GPU NODES", "NODES", "ERROR")
 	for i := range r.Clusters {
 		c := &r.Clusters[i]
 		v := clusterVerdict(c)
 		if c.Error != "" {
-			t.add(plain(fmt.Sprint(c.Rank)), plain(contextName(c)), painted(v, p.bad(v)), plain("-"), plain("-"), plain("-"), plain(c.Error))
+			t.add(plain(fmt.Sprint(c.Rank)), plain(contextName(c)), painted(v, p.bad(v)), plain("-"), plain("-"), plain("-"), plain("-"), plain(c.Error))
 			continue
 		}
-		t.add(plain(fmt.Sprint(c.Rank)), plain(contextName(c)), painted(v, p.verdict(v)),
+		preempts := "-"
+		if c.VictimUnits > 0 {
+			preempts = fmt.Sprintf("%d pods, %d GPUs", c.VictimPods, c.VictimGPUs)
+		}
+		t.add(plain(fmt.Sprint(c.Rank)), plain(contextName(c)), painted(v, p.verdict(v)), plain(preempts),
 			plain(fmt.Sprintf("%d → %d", c.GPUsFree, c.GPUsFreeAfter)),
 			plain(fmt.Sprintf("%d → %d", c.PartialGPUNodes, c.PartialGPUNodesAfter)),
 			plain(fmt.Sprint(c.Nodes)), plain(""))
@@ -1300,7 +1304,7 @@ func renderRanking(w io.Writer, p painter, r *FitReport) error {
 	if err := t.write(w); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "Preemption: %s. Ranked: fits now first, then fits after preempting (the fewest pods evicted first), then the fewest nodes left with GPUs partly allocated.\n", r.Preemption)
+	_, err := fmt.Fprintf(w, "Preemption: %s. Ranked: fits now, then fits after preempting (the fewest pods, then GPUs, evicted first), then does not fit; then the fewest nodes left with GPUs partly allocated.\n", r.Preemption)
 	return err
 }
 
@@ -1380,7 +1384,7 @@ func renderGangFit(b *strings.Builder, p painter, g GangFit, wide bool) {
 	if g.Preemption != "" {
 		fmt.Fprintf(b, "    Preemption: %s\n", g.Preemption)
 	}
-	renderVictims(b, g.Victims)
+	renderVictims(b, g.Victims, wide)
 	if len(g.Nodes) == 0 {
 		return
 	}
@@ -1410,8 +1414,12 @@ func renderGangFit(b *strings.Builder, p painter, g GangFit, wide bool) {
 	_ = t.write(b)
 }
 
+// fitVictimsShown caps the victim rows in the table (-o wide shows them
+// all).
+const fitVictimsShown = 10
+
 // renderVictims is the table of the units a gang would preempt.
-func renderVictims(b *strings.Builder, vs []VictimFit) {
+func renderVictims(b *strings.Builder, vs []VictimFit, wide bool) {
 	if len(vs) == 0 {
 		return
 	}
@@ -1423,7 +1431,11 @@ func renderVictims(b *strings.Builder, vs []VictimFit) {
 	fmt.Fprintf(b, "    Preempts %s: %d pods, %d GPUs, each evicted whole\n", plural(int64(len(vs)), "unit"), pods, gpus)
 	t := &table{indent: "    "}
 	t.addPlain("KIND", "VICTIM", "PODS", "GPUS", "PRIORITY", "NODES")
-	for _, v := range vs {
+	shown := vs
+	if !wide && len(vs) > fitVictimsShown {
+		shown = vs[:fitVictimsShown]
+	}
+	for _, v := range shown {
 		kind := v.Kind
 		if v.Mechanism != "" && v.Mechanism != "muster" {
 			kind += " (" + v.Mechanism + ")"
@@ -1444,4 +1456,7 @@ func renderVictims(b *strings.Builder, vs []VictimFit) {
 		t.addPlain(kind, name, fmt.Sprint(v.Pods), fmt.Sprint(v.GPUs), fmt.Sprint(v.Priority), strings.Join(nodes, ", ")+extra)
 	}
 	_ = t.write(b)
+	if len(shown) < len(vs) {
+		fmt.Fprintf(b, "    … %d more (-o wide shows them all)\n", len(vs)-len(shown))
+	}
 }

@@ -759,6 +759,11 @@ func TestFitRanksPreemption(t *testing.T) {
 	if strings.Join(order, " ") != want {
 		t.Errorf("ranking %v; want %s", order, want)
 	}
+	res = run(t, nil, "", "fit", "-f", fitTestdata("urgent.yaml"), "--context", "small", "--context", "lone", "--context", "full", "--context", "empty", "--color", "never")
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s", res.code, res.stderr)
+	}
+	golden(t, "fit/rank-preempt.txt", res.stdout)
 }
 
 // BenchmarkFitPreempt1000Nodes is fit on 1000 nodes × 8 GPUs every one of
