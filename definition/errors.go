@@ -75,9 +75,14 @@ func (e *EvalError) Error() string {
 		}
 		b.WriteString(": ")
 	}
-	fmt.Fprintf(&b, "%s %q: %v", e.Field, e.Expression, e.Err)
+	// A long expression is cut: the cause after it is what the reader
+	// needs, and pod-grouper reasons are capped at 1 KiB.
+	fmt.Fprintf(&b, "%s %q: %v", e.Field, shorten(e.Expression, maxExpressionInMessage), e.Err)
 	return b.String()
 }
+
+// maxExpressionInMessage caps the expression quoted in an EvalError.
+const maxExpressionInMessage = 200
 
 func (e *EvalError) Unwrap() error { return e.Err }
 

@@ -244,8 +244,10 @@ func TestReferencesTrainJobRuntime(t *testing.T) {
 
 	// The runtime arrives: the waiting pods are grouped without any pod
 	// event, by the runtime's count.
+	created := time.Now()
 	refCreateRuntime(t, refRuntime("TrainingRuntime", ns, "torch-later", 4, 1))
 	waitFor(t, gangTimeout, "TrainJob later grouped once its runtime exists", refPodGroupGPUs(t, ns, refSelector("later"), 4, 4, 4))
+	t.Logf("runtime created → waiting pods grouped in %s", time.Since(created).Round(time.Millisecond))
 
 	// The runtime changes: the PodGroup follows.
 	rt, err := controlPlane.Dynamic.Resource(refTRGVR).Namespace(ns).Get(ctx, "torch-later", metav1.GetOptions{})
@@ -255,10 +257,12 @@ func TestReferencesTrainJobRuntime(t *testing.T) {
 	if err := unstructured.SetNestedField(rt.Object, int64(3), "spec", "mlPolicy", "numNodes"); err != nil {
 		t.Fatal(err)
 	}
+	updated := time.Now()
 	if _, err := controlPlane.Dynamic.Resource(refTRGVR).Namespace(ns).Update(ctx, rt, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, gangTimeout, "PodGroup of later follows the runtime to 3", refPodGroupGPUs(t, ns, refSelector("later"), 4, 3, 3))
+	t.Logf("runtime updated → PodGroup min-member 3 in %s", time.Since(updated).Round(time.Millisecond))
 	if got := strings.Join(podGroupNames(t, ns), ","); strings.Count(got, ",") != 3 {
 		t.Errorf("PodGroups %s, want 4 (three TrainJobs and the JobSet)", got)
 	}
