@@ -150,7 +150,10 @@ func startBinaryEnv(b *testing.B, env []string, path string, args ...string) *ex
 // (15), MUSTER_BENCH_MEM_CLIENTS is the number of pod creators (16), and
 // MUSTER_BENCH_MEM_SCHED_GOMEMLIMIT / MUSTER_BENCH_MEM_PGR_GOMEMLIMIT set
 // GOMEMLIMIT for one child (as the Deployment does), never for the test
-// process, which hosts the API server.
+// process, which hosts the API server. MUSTER_BENCH_MEM_SCHED_ARGS adds
+// flags to the scheduler's (space-separated; e.g.
+// --feature-gates=GenericWorkload=false, which the scheduler otherwise
+// turns on here because the control plane serves native PodGroups).
 func BenchmarkMemory(b *testing.B) {
 	nodes := envInt("MUSTER_BENCH_MEM_NODES", 1000)
 	pods := envInt("MUSTER_BENCH_MEM_PODS", 10000)
@@ -190,11 +193,14 @@ func BenchmarkMemory(b *testing.B) {
 		schedArgs := []string{"--config", cfgPath, "--secure-port=0"}
 		pgrArgs := []string{"--kubeconfig", controlPlane.KubeconfigPath,
 			"--scheduler-name", sched, "--leader-elect=false", "--bind-address", pgrAddr, "--workers", "16", "--kube-api-qps", "1000", "--kube-api-burst", "2000"}
+		extra := strings.Fields(os.Getenv("MUSTER_BENCH_MEM_SCHED_ARGS"))
+		schedArgs = append(schedArgs, extra...)
 		schedPort := 0
 		if heap {
 			schedPort = freePort(b)
 			schedArgs = []string{"--config", cfgPath, "--secure-port", strconv.Itoa(schedPort), "--bind-address=127.0.0.1",
 				"--authorization-always-allow-paths=/healthz,/readyz,/livez,/debug/pprof/*"}
+			schedArgs = append(schedArgs, extra...)
 			pgrArgs = append(pgrArgs, "--profiling")
 		}
 		schedCmd := startBinaryEnv(b, childEnv("muster-scheduler"), filepath.Join(bin, "muster-scheduler"), schedArgs...)
