@@ -172,7 +172,13 @@ func Decide(ctx context.Context, args []string, newDiscovery func(*rest.Config) 
 	if !serves {
 		return args, fmt.Sprintf("cluster does not serve %s podgroups; %s stays off", NativeGroupVersion, GenericWorkloadGate)
 	}
-	return WithFeatureGate(args, true), fmt.Sprintf("cluster serves %s podgroups; %s on for the in-tree GangScheduling plugin", NativeGroupVersion, GenericWorkloadGate)
+	out := WithFeatureGate(args, true)
+	if len(out) == len(args) {
+		// The operator's --feature-gates already says; the log must not
+		// claim the gate is on when it was set to false.
+		return out, fmt.Sprintf("cluster serves %s podgroups; %s as --feature-gates sets it", NativeGroupVersion, GenericWorkloadGate)
+	}
+	return out, fmt.Sprintf("cluster serves %s podgroups; %s on for the in-tree GangScheduling plugin", NativeGroupVersion, GenericWorkloadGate)
 }
 
 // NewDiscovery is the default discovery client factory for Decide.

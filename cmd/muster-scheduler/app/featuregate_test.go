@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -86,8 +87,14 @@ func TestDecide(t *testing.T) {
 	if diff := cmp.Diff([]string{"--kubeconfig", kc}, args); diff != "" {
 		t.Errorf("not served (-want, +got):\n%s", diff)
 	}
+	// The operator turned the gate off: kept, and the log says so.
+	off := []string{"--kubeconfig", kc, "--feature-gates=GenericWorkload=false"}
+	args, msg := Decide(context.Background(), off, fakeDiscovery(served))
+	if diff := cmp.Diff(off, args); diff != "" || !strings.Contains(msg, "as --feature-gates sets it") {
+		t.Errorf("operator's choice (-want, +got):\n%s (msg %q)", diff, msg)
+	}
 	// An unreachable apiserver: start anyway, without the gate.
-	args, msg := Decide(context.Background(), []string{"--kubeconfig", kc}, NewDiscovery)
+	args, msg = Decide(context.Background(), []string{"--kubeconfig", kc}, NewDiscovery)
 	if diff := cmp.Diff([]string{"--kubeconfig", kc}, args); diff != "" || msg == "" {
 		t.Errorf("unreachable (-want, +got):\n%s (msg %q)", diff, msg)
 	}
