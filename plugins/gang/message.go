@@ -85,3 +85,19 @@ func (p *Plugin) reasonLocked(key types.NamespacedName, pg *schedv1alpha1.PodGro
 	}
 	return msg
 }
+
+// steadyPreemptMessage is the "preemption would not help" reason to give
+// now when the search's latest is latest: PostFilter's part of a waiting
+// member's condition holds like PreFilter's (reasonLocked), or its count
+// of lower-priority pods and the free amounts of its "then:" plan would
+// change the condition, and cost a status patch, on every retry. No timer
+// of its own: the first retry after the hold (the PreFilter part's refresh,
+// or the next change of capacity, which is what moves the counts) shows
+// the latest. Call with p.mu held.
+func (g *gangState) steadyPreemptMessage(latest string, now time.Time) string {
+	msg := steadyMessage(g.lastPreemptMessage, g.lastPreemptAt, latest, now, messageHold)
+	if msg != g.lastPreemptMessage {
+		g.lastPreemptMessage, g.lastPreemptAt = msg, now
+	}
+	return msg
+}

@@ -143,3 +143,32 @@ func TestWaitingGangShowsANewCauseAtOnce(t *testing.T) {
 		t.Errorf("woke %v with no reason held back", got)
 	}
 }
+
+// PostFilter's "preemption would not help" part of a waiting member's
+// reason holds like PreFilter's: a new count of lower-priority pods alone
+// is held, a new cause or the end of the hold shows at once.
+func TestSteadyPreemptMessage(t *testing.T) {
+	const (
+		eight = "gang ns/g: preemption would not help: the gang would not fit even after evicting all 8 lower-priority pods (then: gang ns/g: needs 24 nvidia.com/gpu for 3 members (8 per member); best placement fits 2 of 3 members (free nvidia.com/gpu per node: 8,8,4))"
+		six   = "gang ns/g: preemption would not help: the gang would not fit even after evicting all 6 lower-priority pods (then: gang ns/g: needs 24 nvidia.com/gpu for 3 members (8 per member); best placement fits 1 of 3 members (free nvidia.com/gpu per node: 8,4,4))"
+		none  = "gang ns/g: preemption would not help: no running pod has a lower priority"
+	)
+	g := &gangState{}
+	steps := []struct {
+		at     time.Duration
+		latest string
+		want   string
+	}{
+		{0, eight, eight},
+		{time.Second, six, eight},
+		{messageHold - time.Millisecond, six, eight},
+		{messageHold, six, six},
+		{messageHold + time.Second, none, none},
+		{messageHold + 2*time.Second, eight, eight},
+	}
+	for i, s := range steps {
+		if got := g.steadyPreemptMessage(s.latest, t0.Add(s.at)); got != s.want {
+			t.Errorf("step %d (%v): %q, want %q", i, s.at, got, s.want)
+		}
+	}
+}

@@ -140,7 +140,7 @@ func (p *Plugin) planFor(ctx context.Context, pod *v1.Pod, pg *schedv1alpha1.Pod
 		return "", fwk.AsStatus(err)
 	}
 	attempts.WithLabelValues(resultPlanned).Inc()
-	g.verdict, g.lastMessage, g.refused = nil, "", nil
+	g.verdict, g.lastMessage, g.lastPreemptMessage, g.refused = nil, "", "", nil
 	g.plan = result
 	g.planExpires = now.Add(p.permitTimeout(pg) + p.backoff())
 	g.planPods = map[types.UID]fwk.PodInfo{}

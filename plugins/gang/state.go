@@ -50,6 +50,10 @@ type gangState struct {
 	preempting *inflight
 	// preemptVerdict caches "preemption would not help" like verdict.
 	preemptVerdict *verdict
+	// lastPreemptMessage is the "preemption would not help" reason last
+	// given, since lastPreemptAt; see steadyPreemptMessage.
+	lastPreemptMessage string
+	lastPreemptAt      time.Time
 	// lastElastic is the last GangElastic summary recorded.
 	lastElastic string
 }
