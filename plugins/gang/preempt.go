@@ -251,7 +251,7 @@ func (p *Plugin) preemptForGang(ctx context.Context, pod *v1.Pod, key types.Name
 			p.mu.Unlock()
 			return nil, fwk.AsStatus(err)
 		}
-		msg := g.steadyPreemptMessage(api.CapReason(fmt.Sprintf("gang %s: %s", key, wnf.Error())), now)
+		msg := api.CapReason(fmt.Sprintf("gang %s: %s", key, wnf.Error()))
 		g.preemptVerdict = &verdict{message: msg, until: now.Add(p.backoff()), seq: seq}
 		p.mu.Unlock()
 		preemptions.WithLabelValues(resultWouldNotFit).Inc()

@@ -78,7 +78,7 @@ func (p *Plugin) planFor(ctx context.Context, pod *v1.Pod, pg *schedv1alpha1.Pod
 	if v := g.verdict; v != nil && now.Before(v.until) && v.seq == p.changeSeq.Load() {
 		attempts.WithLabelValues(resultCached).Inc()
 		g.noteRefused(pod.UID)
-		return "", fwk.NewStatus(fwk.UnschedulableAndUnresolvable, p.reasonLocked(key, pg, g, v.message, now))
+		return "", fwk.NewStatus(fwk.UnschedulableAndUnresolvable, v.message)
 	}
 	if g.plan != nil && now.Before(g.planExpires) {
 		if node, ok := g.plan.Assignments[pod.UID]; ok && p.planStillFits(g, node) {
@@ -97,14 +97,10 @@ func (p *Plugin) planFor(ctx context.Context, pod *v1.Pod, pg *schedv1alpha1.Pod
 		attempts.WithLabelValues(resultNoPlacement).Inc()
 		hadPlan := g.plan != nil
 		g.plan, g.planPods = nil, nil
-		// The reason the members are given keeps its counts while only
-		// they move (reasonLocked): kube-scheduler then finds their
-		// condition unchanged and writes nothing.
-		msg := p.reasonLocked(key, pg, g, noPlace.Message, now)
 		// Members already waiting at Permit hold capacity the gang cannot
 		// use now: let them go.
 		p.closeBarrier(g)
-		if rejected := p.rejectWaitingLocked(key, g, msg); rejected > 0 || hadPlan {
+		if rejected := p.rejectWaitingLocked(key, g, noPlace.Message); rejected > 0 || hadPlan {
 			// The verdict stays fresh only if nothing else changed while
 			// the plan was computed.
 			if p.capacityFreedLocked(key) == seq+1 {
@@ -112,6 +108,10 @@ func (p *Plugin) planFor(ctx context.Context, pod *v1.Pod, pg *schedv1alpha1.Pod
 			}
 		}
 		g.verdict = &verdict{message: noPlace.Message, until: now.Add(p.backoff()), seq: seq}
+		if g.lastMessage != noPlace.Message {
+			g.lastMessage = noPlace.Message
+			p.recordEvent(pg, v1.EventTypeWarning, "GangUnschedulable", "Scheduling", noPlace.Message)
+		}
 		logger.V(3).Info("No placement for gang", "gang", key, "reason", noPlace.Message)
 		p.status.enqueue(key)
 		// Every member must show why the gang waits (autoscalers and people
@@ -134,13 +134,13 @@ func (p *Plugin) planFor(ctx context.Context, pod *v1.Pod, pg *schedv1alpha1.Pod
 			}
 		}
 		p.activate(others...)
-		return "", fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+		return "", fwk.NewStatus(fwk.UnschedulableAndUnresolvable, noPlace.Message)
 	}
 	if err != nil {
 		return "", fwk.AsStatus(err)
 	}
 	attempts.WithLabelValues(resultPlanned).Inc()
-	g.verdict, g.lastMessage, g.lastPreemptMessage, g.refused = nil, "", "", nil
+	g.verdict, g.lastMessage, g.refused = nil, "", nil
 	g.plan = result
 	g.planExpires = now.Add(p.permitTimeout(pg) + p.backoff())
 	g.planPods = map[types.UID]fwk.PodInfo{}

@@ -30,14 +30,8 @@ type gangState struct {
 	// already says why the gang waits, so a fresh verdict need not
 	// activate them (see planFor).
 	refused map[types.UID]bool
-	// lastMessage is the reason the gang's members were last given and
-	// recorded as an event on the PodGroup, since lastMessageAt; "" after
-	// a plan. See reasonLocked.
-	lastMessage   string
-	lastMessageAt time.Time
-	// refresh wakes a member when a reason held back by reasonLocked is
-	// due, nil when none is pending.
-	refresh clock.Timer
+	// lastMessage is the last reason recorded as an event on the PodGroup.
+	lastMessage string
 	// partialSince is when the gang was first seen partly bound.
 	partialSince time.Time
 	// quorumObserved: the bound metric was recorded for this PodGroup UID.
@@ -50,10 +44,6 @@ type gangState struct {
 	preempting *inflight
 	// preemptVerdict caches "preemption would not help" like verdict.
 	preemptVerdict *verdict
-	// lastPreemptMessage is the "preemption would not help" reason last
-	// given, since lastPreemptAt; see steadyPreemptMessage.
-	lastPreemptMessage string
-	lastPreemptAt      time.Time
 	// lastElastic is the last GangElastic summary recorded.
 	lastElastic string
 }
@@ -74,8 +64,6 @@ type barrier struct {
 
 // verdict is a cached "no placement" result.
 type verdict struct {
-	// message is the planner's latest reason; members are given it
-	// through reasonLocked.
 	message string
 	until   time.Time
 	seq     int64
@@ -151,26 +139,21 @@ func (p *Plugin) capacityFreedLocked(freeing types.NamespacedName) int64 {
 		if key == freeing || g.verdict == nil {
 			continue
 		}
-		if pick := p.pickPendingLocked(key, g); pick != nil {
+		// The pending member with the first name: the informer's index
+		// has no order, and the same member each time keeps wake-ups
+		// (and tests) reproducible.
+		var pick *v1.Pod
+		for _, m := range p.members(key) {
+			if _, reserved := g.reserved[m.UID]; m.Spec.NodeName == "" && !reserved && plan.Live(m) && (pick == nil || m.Name < pick.Name) {
+				pick = m
+			}
+		}
+		if pick != nil {
 			wake = append(wake, pick)
 		}
 	}
 	p.activate(wake...)
 	return seq
-}
-
-// pickPendingLocked is the member to wake when one attempt answers for the
-// gang: the pending member with the first name, since the informer's index
-// has no order and the same member each time keeps wake-ups (and tests)
-// reproducible; nil when none is pending. Call with p.mu held.
-func (p *Plugin) pickPendingLocked(key types.NamespacedName, g *gangState) *v1.Pod {
-	var pick *v1.Pod
-	for _, m := range p.members(key) {
-		if _, reserved := g.reserved[m.UID]; m.Spec.NodeName == "" && !reserved && plan.Live(m) && (pick == nil || m.Name < pick.Name) {
-			pick = m
-		}
-	}
-	return pick
 }
 
 // forgetMember drops a deleted or finished member from the gang's state; a
