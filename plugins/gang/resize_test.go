@@ -166,3 +166,62 @@ func waitActivated(t *testing.T, e *barrierEnv, want []string) {
 		t.Fatalf("activated %v, want %v: %v", got, want, err)
 	}
 }
+
+// A planned member that goes away (a Job scaled down while its gang was
+// planned deletes the extra pods) voids the plan; the members it left out,
+// which wait in the unschedulable pool, are woken to plan again around the
+// members already reserved. Nothing else woke them: the reserved members
+// then waited at Permit for a quorum no attempt would complete.
+func TestPlannedMemberGoneWakesTheRest(t *testing.T) {
+	pods := members("g", 3, 2)
+	e := newBarrierEnv(t, []*v1.Node{gpuNode("n1", 4)}, []*schedv1alpha1.PodGroup{podGroup("g", 2)}, pods)
+	// 3 × 2 GPUs on 4, quorum 2: two are planned, one is left out.
+	var waiting, left []*v1.Pod
+	for _, p := range pods {
+		st, _ := e.schedule(p)
+		switch {
+		case st.IsWait():
+			waiting = append(waiting, p)
+		case st.IsSuccess():
+		default:
+			left = append(left, p)
+		}
+		if len(waiting) == 1 {
+			break
+		}
+	}
+	if len(waiting) != 1 {
+		t.Fatalf("no member planned and waiting at Permit (left out: %d)", len(left))
+	}
+	e.pl.mu.Lock()
+	g := e.pl.gangs[types.NamespacedName{Namespace: "ns", Name: "g"}]
+	var gone, out *v1.Pod
+	for _, p := range pods {
+		if p.UID == waiting[0].UID {
+			continue
+		}
+		if _, planned := g.plan.Assignments[p.UID]; planned {
+			gone = p
+		} else {
+			out = p
+		}
+	}
+	e.pl.mu.Unlock()
+	if gone == nil || out == nil {
+		t.Fatalf("plan %v: want one more planned member and one left out", g.plan.Assignments)
+	}
+	e.act.take()
+
+	if err := e.pl.podIndexer.Delete(gone); err != nil {
+		t.Fatal(err)
+	}
+	e.pl.onPodDelete(gone)
+	if got := e.act.take(); !slices.Contains(got, out.Name) {
+		t.Fatalf("activated %v after planned member %s left; want the member left out, %s", got, gone.Name, out.Name)
+	}
+	// Planning again places it beside the reserved member: the quorum of
+	// 2 is complete and both are let through.
+	if st, _ := e.schedule(out); !st.IsSuccess() {
+		t.Fatalf("%s after the plan was voided: %v, want planned and the quorum complete", out.Name, st)
+	}
+}

@@ -173,6 +173,20 @@ func (p *Plugin) forgetMember(key types.NamespacedName, pod *v1.Pod) {
 		if _, planned := g.plan.Assignments[pod.UID]; planned {
 			g.plan, g.planPods = nil, nil
 			p.capacityFreedLocked(key)
+			// The gang's own pending members counted on that plan: those
+			// it left out wait in the unschedulable pool ("its quorum is
+			// placed without this member"), and capacityFreedLocked wakes
+			// only other gangs. Nothing else brings them back (a Job
+			// scaled down while planned lost its extra pods, and the rest
+			// waited at Permit for a quorum no attempt would complete).
+			// One of them plans again around the members already reserved.
+			var pending []*v1.Pod
+			for _, m := range p.members(key) {
+				if _, reserved := g.reserved[m.UID]; !reserved && m.UID != pod.UID {
+					pending = append(pending, m)
+				}
+			}
+			p.activate(pending...)
 		}
 	}
 	p.forgetVerdictLocked(key, g)
