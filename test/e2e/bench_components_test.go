@@ -25,7 +25,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/muster-io/muster/api"
 	"github.com/muster-io/muster/localcluster"
@@ -444,8 +443,7 @@ const (
 
 func countMemPods(ctx context.Context, ns string) (*memPodCounter, error) {
 	c := &memPodCounter{state: map[string]uint8{}}
-	ctx, cancel := context.WithCancel(ctx)
-	f := informers.NewSharedInformerFactoryWithOptions(controlPlane.Client, 0, informers.WithNamespace(ns),
+	opts := []informers.SharedInformerOption{informers.WithNamespace(ns),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = "bench=1" }),
 		informers.WithTransform(func(obj any) (any, error) {
 			p, ok := obj.(*corev1.Pod)
@@ -458,7 +456,7 @@ func countMemPods(ctx context.Context, ns string) (*memPodCounter, error) {
 			}
 			small.Spec.NodeName = p.Spec.NodeName
 			return small, nil
-		}))
+		})}
 	observe := func(obj any) {
 		p, ok := obj.(*corev1.Pod)
 		if !ok {
@@ -475,16 +473,11 @@ func countMemPods(ctx context.Context, ns string) (*memPodCounter, error) {
 		c.state[p.Name] = s
 		c.mu.Unlock()
 	}
-	if _, err := f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    observe,
-		UpdateFunc: func(_, o any) { observe(o) },
-	}); err != nil {
-		cancel()
+	stop, err := watchBenchPods(ctx, observe, opts...)
+	if err != nil {
 		return nil, err
 	}
-	f.Start(ctx.Done())
-	f.WaitForCacheSync(ctx.Done())
-	c.stop = func() { cancel(); f.Shutdown() }
+	c.stop = stop
 	return c, nil
 }
 

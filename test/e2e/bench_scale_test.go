@@ -383,20 +383,31 @@ type podTracker struct {
 
 func trackPods(ctx context.Context, ns string, gangSize int, onGangWhole func(string)) (*podTracker, error) {
 	t := &podTracker{pods: map[string]*podState{}, gangSize: gangSize, whole: map[string]bool{}, gangBound: map[string]int{}, onGangWhole: onGangWhole}
+	stop, err := watchBenchPods(ctx, t.observe, informers.WithNamespace(ns))
+	if err != nil {
+		return nil, err
+	}
+	t.stop = stop
+	return t, nil
+}
+
+// watchBenchPods runs a pod informer of the harness (opts narrow it) that
+// hands every added or updated pod to observe, and returns once it has
+// synced; stop ends it. The benchmarks' samplers read their counts from
+// such a watch rather than listing every pod each time.
+func watchBenchPods(ctx context.Context, observe func(any), opts ...informers.SharedInformerOption) (stop func(), err error) {
 	ctx, cancel := context.WithCancel(ctx)
-	f := informers.NewSharedInformerFactoryWithOptions(controlPlane.Client, 0, informers.WithNamespace(ns))
-	inf := f.Core().V1().Pods().Informer()
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    t.observe,
-		UpdateFunc: func(_, o any) { t.observe(o) },
+	f := informers.NewSharedInformerFactoryWithOptions(controlPlane.Client, 0, opts...)
+	if _, err := f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    observe,
+		UpdateFunc: func(_, o any) { observe(o) },
 	}); err != nil {
 		cancel()
 		return nil, err
 	}
 	f.Start(ctx.Done())
 	f.WaitForCacheSync(ctx.Done())
-	t.stop = func() { cancel(); f.Shutdown() }
-	return t, nil
+	return func() { cancel(); f.Shutdown() }, nil
 }
 
 func (t *podTracker) observe(obj any) {

@@ -25,7 +25,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
 	configv1 "k8s.io/kube-scheduler/config/v1"
 	"sigs.k8s.io/yaml"
 
@@ -410,8 +409,6 @@ type labelTracker struct {
 
 func trackLabels(ctx context.Context, ns string) (*labelTracker, error) {
 	t := &labelTracker{seen: map[string]bool{}}
-	ctx, cancel := context.WithCancel(ctx)
-	f := informers.NewSharedInformerFactoryWithOptions(controlPlane.Client, 0, informers.WithNamespace(ns))
 	observe := func(obj any) {
 		p, ok := obj.(*corev1.Pod)
 		if !ok || p.Labels["bench"] != "1" || p.Labels[api.LabelPodGroup] == "" {
@@ -424,16 +421,11 @@ func trackLabels(ctx context.Context, ns string) (*labelTracker, error) {
 		}
 		t.seen[p.Name] = true
 	}
-	if _, err := f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    observe,
-		UpdateFunc: func(_, o any) { observe(o) },
-	}); err != nil {
-		cancel()
+	stop, err := watchBenchPods(ctx, observe, informers.WithNamespace(ns))
+	if err != nil {
 		return nil, err
 	}
-	f.Start(ctx.Done())
-	f.WaitForCacheSync(ctx.Done())
-	t.stop = func() { cancel(); f.Shutdown() }
+	t.stop = stop
 	return t, nil
 }
 
