@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/muster-io/muster/api"
 	"github.com/muster-io/muster/localcluster"
@@ -179,11 +180,18 @@ func refWaitingWith(ns, selector string, n int, want []string) localcluster.Cond
 
 // refPodGroupGPUs is fcGang plus the PodGroup's GPUs.
 func refPodGroupGPUs(t *testing.T, ns, selector string, n int, minMember int32, gpus int64) localcluster.Condition {
+	return refPodGroupIs(t, ns, selector, n, minMember, func(pg *schedv1alpha1.PodGroup) (bool, string) {
+		return catGPUs(pg) == gpus, fmt.Sprintf("%d GPUs", catGPUs(pg))
+	})
+}
+
+// refPodGroupIs is fcGang plus ok of the pods' PodGroup.
+func refPodGroupIs(t *testing.T, ns, selector string, n int, minMember int32, ok func(*schedv1alpha1.PodGroup) (bool, string)) localcluster.Condition {
 	gang := fcGang(t, ns, selector, n, "", minMember, false)
 	return func(ctx context.Context) (bool, string, error) {
-		ok, seen, err := gang(ctx)
-		if err != nil || !ok {
-			return ok, seen, err
+		done, seen, err := gang(ctx)
+		if err != nil || !done {
+			return done, seen, err
 		}
 		l, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err != nil || len(l.Items) == 0 {
@@ -193,7 +201,8 @@ func refPodGroupGPUs(t *testing.T, ns, selector string, n int, minMember int32, 
 		if err != nil {
 			return false, "", err
 		}
-		return catGPUs(pg) == gpus, fmt.Sprintf("%s, %d GPUs", seen, catGPUs(pg)), nil
+		good, what := ok(pg)
+		return good, seen + ", " + what, nil
 	}
 }
 
@@ -301,23 +310,10 @@ func refPodCliqueSet(t *testing.T, ns, name, sched, binding, required string, n 
 // refTopology is a Condition: the PodGroup of the pods of ns matching
 // selector packs on key (its muster.io/topology-required annotation).
 func refTopology(t *testing.T, ns, selector string, n int, minMember int32, key string) localcluster.Condition {
-	gang := fcGang(t, ns, selector, n, "", minMember, false)
-	return func(ctx context.Context) (bool, string, error) {
-		ok, seen, err := gang(ctx)
-		if err != nil || !ok {
-			return ok, seen, err
-		}
-		l, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
-		if err != nil || len(l.Items) == 0 {
-			return false, seen, err
-		}
-		pg, err := podGroups(t).SchedulingV1alpha1().PodGroups(ns).Get(ctx, l.Items[0].Labels[api.LabelPodGroup], metav1.GetOptions{})
-		if err != nil {
-			return false, "", err
-		}
+	return refPodGroupIs(t, ns, selector, n, minMember, func(pg *schedv1alpha1.PodGroup) (bool, string) {
 		got := pg.Annotations[api.AnnotationTopologyRequired]
-		return got == key, fmt.Sprintf("%s, topology %q", seen, got), nil
-	}
+		return got == key, fmt.Sprintf("topology %q", got)
+	})
 }
 
 // TestReferencesGroveTopology: a PodCliqueSet's topologyConstraint domain
