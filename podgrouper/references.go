@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/muster-io/muster/api"
 	"github.com/muster-io/muster/definition"
@@ -192,11 +193,7 @@ func (c *Controller) referenced(ctx context.Context, t definition.Target) (_ *un
 	if err != nil {
 		return nil, fmt.Sprintf("cannot be read yet (%v)", err), false
 	}
-	key := t.Name
-	if t.Namespace != "" {
-		key = t.Namespace + "/" + t.Name
-	}
-	obj, ok, err := inf.GetStore().GetByKey(key)
+	obj, ok, err := inf.GetStore().GetByKey(cache.NewObjectName(t.Namespace, t.Name).String())
 	if err != nil {
 		return nil, fmt.Sprintf("cannot be read (%v)", err), false
 	}
