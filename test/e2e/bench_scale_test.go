@@ -364,6 +364,7 @@ type podState struct {
 	bound   bool // has a node and is not terminal
 	done    bool // Succeeded or Failed
 	boundAt time.Time
+	doneAt  time.Time
 }
 
 // podTracker follows the benchmark's pods through an informer (so sampling
@@ -430,6 +431,7 @@ func (t *podTracker) observe(obj any) {
 	}
 	if terminal && !s.done {
 		t.progress = now
+		s.doneAt = now
 	}
 	wasBound := s.bound
 	s.bound = p.Spec.NodeName != "" && !terminal
@@ -555,6 +557,90 @@ type throughputRun struct {
 	// last bind, by "VERB resource"; WritesTotal sums them.
 	Writes      map[string]int
 	WritesTotal int
+}
+
+// turnoverStats splits the idle time of a gang handover into its parts,
+// medians and 90th percentiles over the run. DoneSpread: first to last pod
+// of a finishing gang seen done (its first GPUs idle until its last are
+// free, as a waiting gang of the same size needs them all). Gap: a
+// finishing gang's last pod done to the first bind of the gang that took
+// its place (the scheduler's reaction). BindSpread: a starting gang's first
+// to last bind.
+type turnoverStats struct {
+	N                          int
+	DoneSpread50, DoneSpread90 time.Duration
+	Gap50, Gap90               time.Duration
+	Bind50, Bind90             time.Duration
+}
+
+func (t turnoverStats) String() string {
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.0f", float64(d)/float64(time.Millisecond)) }
+	return fmt.Sprintf("%d handovers, ms p50/p90: done spread %s/%s, last done → next first bind %s/%s, bind spread %s/%s",
+		t.N, ms(t.DoneSpread50), ms(t.DoneSpread90), ms(t.Gap50), ms(t.Gap90), ms(t.Bind50), ms(t.Bind90))
+}
+
+// turnovers matches, in time order, each gang that finished (all its pods
+// done) with the next gang whose first bind came after the first finish:
+// with every gang the same size and the cluster full, the k-th such start
+// uses the room of the k-th finish. Call with the tracker's lock held.
+func turnovers(pods map[string]*podState) turnoverStats {
+	type span struct{ first, last time.Time }
+	bound, done := map[string]*span{}, map[string]*span{}
+	widen := func(m map[string]*span, g string, t time.Time) {
+		if t.IsZero() {
+			return
+		}
+		s := m[g]
+		if s == nil {
+			m[g] = &span{t, t}
+			return
+		}
+		if t.Before(s.first) {
+			s.first = t
+		}
+		if t.After(s.last) {
+			s.last = t
+		}
+	}
+	for _, p := range pods {
+		widen(bound, p.gang, p.boundAt)
+		widen(done, p.gang, p.doneAt)
+	}
+	var finishes, doneSpread []time.Duration
+	var firstFinish time.Time
+	var finishAt []time.Time
+	for _, s := range done {
+		finishAt = append(finishAt, s.last)
+		doneSpread = append(doneSpread, s.last.Sub(s.first))
+		if firstFinish.IsZero() || s.first.Before(firstFinish) {
+			firstFinish = s.first
+		}
+	}
+	var startAt []time.Time
+	var bindSpread []time.Duration
+	for _, s := range bound {
+		if !firstFinish.IsZero() && s.first.After(firstFinish) {
+			startAt = append(startAt, s.first)
+			bindSpread = append(bindSpread, s.last.Sub(s.first))
+		}
+	}
+	slices.SortFunc(finishAt, func(a, b time.Time) int { return a.Compare(b) })
+	slices.SortFunc(startAt, func(a, b time.Time) int { return a.Compare(b) })
+	for k := range min(len(finishAt), len(startAt)) {
+		finishes = append(finishes, max(0, startAt[k].Sub(finishAt[k])))
+	}
+	q := func(xs []time.Duration, f float64) time.Duration {
+		if len(xs) == 0 {
+			return 0
+		}
+		ys := slices.Clone(xs)
+		slices.Sort(ys)
+		return ys[min(len(ys)-1, int(f*float64(len(ys))))]
+	}
+	return turnoverStats{N: len(finishes),
+		DoneSpread50: q(doneSpread, 0.5), DoneSpread90: q(doneSpread, 0.9),
+		Gap50: q(finishes, 0.5), Gap90: q(finishes, 0.9),
+		Bind50: q(bindSpread, 0.5), Bind90: q(bindSpread, 0.9)}
 }
 
 func (r throughputRun) podsPerSec() float64  { return float64(r.Pods) / r.Elapsed.Seconds() }
@@ -745,6 +831,8 @@ type contentionRun struct {
 	// kind; WritesTotal sums them.
 	Writes      map[string]int
 	WritesTotal int
+	// Turnover says where a waiting gang's GPUs sat idle (turnovers).
+	Turnover turnoverStats
 }
 
 // runContention runs one variant once: demand twice the capacity, gangs in
@@ -931,6 +1019,9 @@ loop:
 	if allocN > 0 {
 		res.AllocQueued = allocSum / float64(allocN)
 	}
+	tr.mu.Lock()
+	res.Turnover = turnovers(tr.pods)
+	tr.mu.Unlock()
 	mu.Lock()
 	defer mu.Unlock()
 	if finishErr != nil {
@@ -975,6 +1066,7 @@ func runContentionScenario(ctx context.Context, tb testing.TB, s benchSizes, var
 			tb.Logf("contention %-7s rep %d: drained=%v in %s (stuck=%v); %d samples, %d partial-gang samples (max %d at once), %d rule violations; GPU allocation while queued %.1f%%",
 				v, r, run.Drained, run.Drain.Round(time.Millisecond), run.Stuck, run.Samples, run.PartialSamples, run.MaxPartial, len(run.Violations), 100*run.AllocQueued)
 			tb.Logf("contention %-7s rep %d: scheduler writes %.2f per pod (%s)", v, r, float64(run.WritesTotal)/float64(s.pods()), formatWrites(run.Writes))
+			tb.Logf("contention %-7s rep %d: %s", v, r, run.Turnover)
 			for i, vio := range run.Violations {
 				if i == 5 {
 					tb.Logf("  … %d more", len(run.Violations)-5)

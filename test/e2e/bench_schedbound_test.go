@@ -45,8 +45,10 @@ type schedBoundRun struct {
 	CPU time.Duration
 	// Writes counts the API server's write requests (POST, PUT, PATCH,
 	// DELETE) while the scheduler ran; nothing else writes then.
-	Writes  float64
-	PeakMiB float64
+	Writes float64
+	// WritesByKind is Writes by request kind (writesDelta).
+	WritesByKind string
+	PeakMiB      float64
 }
 
 func (r schedBoundRun) podsPerSec() float64 {
@@ -85,14 +87,62 @@ func procCPU(pid int) (time.Duration, error) {
 // apiWrites sums the API server's write requests so far.
 func apiWrites() float64 {
 	var n float64
-	for k, v := range counterSnapshot("apiserver_request_total") {
-		for _, verb := range []string{"verb=POST", "verb=PUT", "verb=PATCH", "verb=DELETE"} {
-			if strings.Contains(k, ","+verb+",") || strings.HasSuffix(k, ","+verb) {
-				n += v
-			}
-		}
+	for _, v := range apiWritesByKind() {
+		n += v
 	}
 	return n
+}
+
+// apiWritesByKind counts the API server's write requests so far by
+// "VERB resource[/subresource]" (say, "PATCH pods/status"): which writes a
+// variant adds is what separates the variants when the API server is the
+// shared bottleneck.
+func apiWritesByKind() map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range counterSnapshot("apiserver_request_total") {
+		var verb, resource, sub string
+		for _, l := range strings.Split(k, ",")[1:] {
+			name, val, _ := strings.Cut(l, "=")
+			switch name {
+			case "verb":
+				verb = val
+			case "resource":
+				resource = val
+			case "subresource":
+				sub = val
+			}
+		}
+		switch verb {
+		case "POST", "PUT", "PATCH", "DELETE":
+		default:
+			continue
+		}
+		if sub != "" {
+			resource += "/" + sub
+		}
+		out[verb+" "+resource] += v
+	}
+	return out
+}
+
+// writesDelta formats after−before per kind as "kind=n", largest first.
+func writesDelta(before, after map[string]float64) string {
+	type kv struct {
+		k string
+		n float64
+	}
+	var d []kv
+	for k, v := range after {
+		if n := v - before[k]; n > 0 {
+			d = append(d, kv{k, n})
+		}
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i].n > d[j].n || d[i].n == d[j].n && d[i].k < d[j].k })
+	parts := make([]string, len(d))
+	for i, x := range d {
+		parts[i] = fmt.Sprintf("%s=%.0f", x.k, x.n)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // schedulerBinaryConfig writes a scheduler configuration for variant under
@@ -181,7 +231,7 @@ func runSchedBound(ctx context.Context, b *testing.B, bin string, s benchSizes, 
 	if gates != "" {
 		args = append(args, "--feature-gates="+gates)
 	}
-	writesBefore := apiWrites()
+	writesBefore := apiWritesByKind()
 	start := time.Now()
 	cmd := startBinary(b, filepath.Join(bin, "muster-scheduler"), args...)
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
@@ -208,7 +258,11 @@ func runSchedBound(ctx context.Context, b *testing.B, bin string, s benchSizes, 
 		n, _ := tr.counts()
 		return res, fmt.Errorf("%s: %d of %d pods bound after %s", variant, n, s.pods(), s.Timeout)
 	}
-	res.Writes = apiWrites() - writesBefore
+	writesAfter := apiWritesByKind()
+	for k, v := range writesAfter {
+		res.Writes += v - writesBefore[k]
+	}
+	res.WritesByKind = writesDelta(writesBefore, writesAfter)
 	if res.CPU, err = procCPU(cmd.Process.Pid); err != nil {
 		return res, err
 	}
@@ -265,6 +319,7 @@ func BenchmarkSchedulerBound(b *testing.B) {
 				}
 				b.Logf("rep %d %-7s %d pods: first bind %.1fs, last bind %.1fs, %.0f pods/s after the first bind, %.2f ms CPU/pod, %.2f writes/pod, peak %.0f MiB",
 					rep, v, r.Pods, r.FirstBind.Seconds(), r.Elapsed.Seconds(), r.podsPerSec(), perPodMs(r), r.Writes/float64(r.Pods), r.PeakMiB)
+				b.Logf("rep %d %-7s API writes: %s", rep, v, r.WritesByKind)
 				byVariant[v] = append(byVariant[v], r)
 				rows = append(rows, []string{v, strconv.Itoa(rep), strconv.Itoa(r.Pods), f3(r.Elapsed.Seconds()), f3(r.FirstBind.Seconds()), f3(r.podsPerSec()), f3(perPodMs(r)), f3(r.Writes / float64(r.Pods)), f3(r.PeakMiB)})
 			}
