@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"container/heap"
 	"context"
 	"fmt"
 	"sort"
@@ -101,21 +102,23 @@ type node struct {
 }
 
 type planner struct {
+	ctx    context.Context
 	req    Request
 	dims   *dims
 	shapes []*Shape
 	nodes  []*node
-	// feasible[s][n]: shape s passes the other filters on node n (as the
-	// snapshot is). simCap[s][n] caps self-interfering shapes.
+	// checked[s][n]: the filters were asked about shape s on node n;
+	// feasible[s][n]: they said yes (as the snapshot is). simCap[s][n] caps
+	// self-interfering shapes. The filters are asked lazily (see pack).
+	checked  [][]bool
 	feasible [][]bool
 	simCap   [][]int
-	filtered int // nodes no shape may use
 }
 
 // Compute finds a placement for every pending member of the gang, or explains
 // why there is none. It never changes the NodeInfos it is given.
 func Compute(ctx context.Context, req Request) (*Plan, error) {
-	p := &planner{req: req, dims: newDims()}
+	p := &planner{ctx: ctx, req: req, dims: newDims()}
 	p.shapes = GroupShapes(req.Pending)
 	for _, s := range p.shapes {
 		p.dims.addRequest(s.PodInfo.CalculateResource().Resource)
@@ -125,19 +128,28 @@ func Compute(ctx context.Context, req Request) (*Plan, error) {
 		s.request = p.dims.vector(s.PodInfo.CalculateResource().Resource)
 	}
 	p.buildNodes()
-	if err := p.evaluate(ctx); err != nil {
-		return nil, err
+	p.evaluate()
+	plan, err := p.solve()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("planning gang %s: %w", p.req.Gang, err)
 	}
-	return p.solve()
+	return plan, err
 }
 
 func (p *planner) buildNodes() {
+	// One allocation for the nodes and one for their free vectors: a plan
+	// at 5000 nodes built them one by one, and the collector paid for it.
+	nodes := make([]node, 0, len(p.req.Nodes))
+	width := len(p.dims.names)
+	frees := make(vec, len(p.req.Nodes)*width)
 	for _, ni := range p.req.Nodes {
 		n := ni.Node()
 		if n == nil {
 			continue
 		}
-		w := &node{info: ni, name: n.Name, free: p.dims.free(ni)}
+		k := len(nodes)
+		w := node{info: ni, name: n.Name, free: frees[k*width : (k+1)*width : (k+1)*width]}
+		p.dims.freeInto(w.free, ni)
 		w.pods = ni.GetAllocatable().GetAllowedPodNumber() - len(ni.GetPods())
 		if p.req.Topology.Key != "" {
 			w.domain = n.Labels[p.req.Topology.Key]
@@ -146,57 +158,105 @@ func (p *planner) buildNodes() {
 			w.free.sub(p.dims.vector(h.CalculateResource().Resource))
 			w.pods--
 		}
-		p.nodes = append(p.nodes, w)
+		nodes = append(nodes, w)
 	}
-	sort.Slice(p.nodes, func(i, j int) bool { return p.nodes[i].name < p.nodes[j].name })
+	// The snapshot's order is kept: every choice below breaks ties by node
+	// name itself (packing order, domains), so no sort of all nodes is
+	// needed here.
+	p.nodes = make([]*node, len(nodes))
+	for i := range nodes {
+		p.nodes[i] = &nodes[i]
+	}
 }
 
-// evaluate asks the filters once per (shape, node), plus the incremental
-// checks of self-interfering shapes.
-func (p *planner) evaluate(ctx context.Context) error {
+// evaluate prepares the filter answers. The filters (the profile's other
+// Filter plugins) are the planner's main cost: asked about every node they
+// made a plan at 5000 nodes cost as much CPU per pod as the default
+// profile's filtering (BENCHMARKS.md, issue 18). So they are asked lazily,
+// for the nodes packing reaches, in packing order (ensure). Only
+// self-interfering shapes are evaluated on every node up front, as their
+// per-node cap (simulate) decides the packing order.
+func (p *planner) evaluate() {
+	p.checked = make([][]bool, len(p.shapes))
 	p.feasible = make([][]bool, len(p.shapes))
 	p.simCap = make([][]int, len(p.shapes))
 	for si, s := range p.shapes {
+		p.checked[si] = make([]bool, len(p.nodes))
 		p.feasible[si] = make([]bool, len(p.nodes))
 		p.simCap[si] = make([]int, len(p.nodes))
-		check := func(ni int) {
-			n := p.nodes[ni]
-			limit := len(s.Members)
-			if fitCount(n.free, s.request, limit) == 0 || n.pods <= 0 {
-				// Resources alone rule the node out: no need to ask the
-				// filters (they would say the same, at a price).
-				return
-			}
-			if p.req.Filter != nil && !p.req.Filter.Check(ctx, s, n.info, nil) {
-				return
-			}
-			p.feasible[si][ni] = true
-			p.simCap[si][ni] = limit
-			if s.SelfInterfering && p.req.Filter != nil {
-				p.simCap[si][ni] = p.simulate(ctx, s, n, limit)
-			}
-		}
-		if p.req.Parallelize != nil {
-			p.req.Parallelize(ctx, len(p.nodes), check)
-		} else {
-			for ni := range p.nodes {
-				check(ni)
-			}
-		}
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("planning gang %s: %w", p.req.Gang, err)
+		if s.SelfInterfering && p.req.Filter != nil {
+			p.ensure(si, nil)
 		}
 	}
+}
+
+// ensure asks the filters about shape si on the nodes idx (every node when
+// idx is nil) that were not asked yet, in parallel when it may.
+func (p *planner) ensure(si int, idx []int) {
+	var todo []int
+	if idx == nil {
+		for ni := range p.nodes {
+			if !p.checked[si][ni] {
+				todo = append(todo, ni)
+			}
+		}
+	} else {
+		for _, ni := range idx {
+			if !p.checked[si][ni] {
+				todo = append(todo, ni)
+			}
+		}
+	}
+	if len(todo) == 0 || p.ctx.Err() != nil {
+		return
+	}
+	s := p.shapes[si]
+	check := func(k int) {
+		ni := todo[k]
+		n := p.nodes[ni]
+		p.checked[si][ni] = true
+		limit := len(s.Members)
+		if fitCount(n.free, s.request, limit) == 0 || n.pods <= 0 {
+			// Resources alone rule the node out: no need to ask the
+			// filters (they would say the same, at a price).
+			return
+		}
+		if p.req.Filter != nil && !p.req.Filter.Check(p.ctx, s, n.info, nil) {
+			return
+		}
+		p.feasible[si][ni] = true
+		p.simCap[si][ni] = limit
+		if s.SelfInterfering && p.req.Filter != nil {
+			p.simCap[si][ni] = p.simulate(p.ctx, s, n, limit)
+		}
+	}
+	if p.req.Parallelize != nil && len(todo) > 1 {
+		p.req.Parallelize(p.ctx, len(todo), check)
+		return
+	}
+	for k := range todo {
+		check(k)
+	}
+}
+
+// filtered counts the nodes that resources would allow some shape on but
+// the other filters refuse for every shape. It asks the filters about every
+// node: only a refusal's message needs it.
+func (p *planner) filtered() int {
+	for si := range p.shapes {
+		p.ensure(si, nil)
+	}
+	n := 0
 	for ni := range p.nodes {
 		any := false
 		for si := range p.shapes {
 			any = any || p.feasible[si][ni]
 		}
 		if !any && p.resourcesAllowSome(ni) {
-			p.filtered++
+			n++
 		}
 	}
-	return nil
+	return n
 }
 
 // resourcesAllowSome is true when some shape would fit by resources alone,
@@ -294,6 +354,7 @@ type domainSet struct {
 func (p *planner) capacity(idx []int) int {
 	total := 0
 	for si, s := range p.shapes {
+		p.ensure(si, idx)
 		c := 0
 		for _, ni := range idx {
 			if p.feasible[si][ni] {
@@ -309,11 +370,30 @@ func (p *planner) capacity(idx []int) int {
 // nodes with the least room for it first (best fit), so large members are not
 // left with fragments.
 func (p *planner) pack(idx []int) (map[types.UID]string, int) {
-	free := make(map[int]vec, len(idx))
-	pods := make(map[int]int, len(idx))
-	for _, ni := range idx {
-		free[ni] = append(vec(nil), p.nodes[ni].free...)
-		pods[ni] = p.nodes[ni].pods
+	// What this packing took from a node, copied on first use: a gang
+	// touches a few of the nodes, and copying thousands of them per
+	// attempt showed in the profile.
+	takenFree, takenPods := map[int]vec{}, map[int]int{}
+	take := func(ni int, req vec) {
+		v, ok := takenFree[ni]
+		if !ok {
+			v = append(vec(nil), p.nodes[ni].free...)
+			takenFree[ni], takenPods[ni] = v, p.nodes[ni].pods
+		}
+		v.sub(req)
+		takenPods[ni]--
+	}
+	free := func(ni int) vec {
+		if v, ok := takenFree[ni]; ok {
+			return v
+		}
+		return p.nodes[ni].free
+	}
+	pods := func(ni int) int {
+		if n, ok := takenPods[ni]; ok {
+			return n
+		}
+		return p.nodes[ni].pods
 	}
 	order := make([]int, len(p.shapes))
 	for i := range order {
@@ -326,38 +406,88 @@ func (p *planner) pack(idx []int) (map[types.UID]string, int) {
 	placed := 0
 	for _, si := range order {
 		s := p.shapes[si]
-		type cand struct{ ni, fit int }
-		var cands []cand
+		// A node's cap: what the filters allow once asked (simulated for a
+		// self-interfering shape, asked about every node up front), else
+		// the members themselves. Sorting by it before the filters are
+		// asked gives the order an eager evaluation would: the filters
+		// only remove nodes from it.
+		capOf := func(ni int) int {
+			if p.checked[si][ni] {
+				return p.simCap[si][ni]
+			}
+			return len(s.Members)
+		}
+		var cands candHeap
+		cands.nodes = p.nodes
 		for _, ni := range idx {
-			if !p.feasible[si][ni] {
+			if p.checked[si][ni] && !p.feasible[si][ni] {
 				continue
 			}
-			if c := min(fitCount(free[ni], s.request, p.simCap[si][ni]), pods[ni]); c > 0 {
-				cands = append(cands, cand{ni, c})
+			if c := min(fitCount(free(ni), s.request, capOf(ni)), pods(ni)); c > 0 {
+				cands.c = append(cands.c, cand{ni, c})
 			}
 		}
-		sort.Slice(cands, func(a, b int) bool {
-			if cands[a].fit != cands[b].fit {
-				return cands[a].fit < cands[b].fit
-			}
-			return p.nodes[cands[a].ni].name < p.nodes[cands[b].ni].name
-		})
+		// Best fit first, then by name: a heap, as a gang usually needs the
+		// first few of thousands of nodes, which a full sort would order.
+		heap.Init(&cands)
 		next := 0
-		for _, c := range cands {
-			for k := 0; k < c.fit && next < len(s.Members); k++ {
-				out[s.Members[next].UID] = p.nodes[c.ni].name
-				free[c.ni].sub(s.request)
-				pods[c.ni]--
-				next++
-				placed++
+		batch := make([]int, 0, lazyBatch)
+		for cands.Len() > 0 && next < len(s.Members) {
+			// Ask the filters about the next nodes in this order, a batch
+			// at a time (in parallel), as far as the members need.
+			batch = batch[:0]
+			for want := max(lazyBatch, len(s.Members)-next); cands.Len() > 0 && len(batch) < want; {
+				batch = append(batch, heap.Pop(&cands).(cand).ni)
 			}
-			if next == len(s.Members) {
-				break
+			p.ensure(si, batch)
+			for _, ni := range batch {
+				if next == len(s.Members) {
+					break
+				}
+				if !p.feasible[si][ni] {
+					continue
+				}
+				fit := min(fitCount(free(ni), s.request, p.simCap[si][ni]), pods(ni))
+				for k := 0; k < fit && next < len(s.Members); k++ {
+					out[s.Members[next].UID] = p.nodes[ni].name
+					take(ni, s.request)
+					next++
+					placed++
+				}
 			}
 		}
 	}
 	return out, placed
 }
+
+type cand struct{ ni, fit int }
+
+// candHeap orders a shape's candidate nodes for packing: the least room
+// for the shape first (best fit), then by node name.
+type candHeap struct {
+	c     []cand
+	nodes []*node
+}
+
+func (h *candHeap) Len() int { return len(h.c) }
+func (h *candHeap) Less(i, j int) bool {
+	if h.c[i].fit != h.c[j].fit {
+		return h.c[i].fit < h.c[j].fit
+	}
+	return h.nodes[h.c[i].ni].name < h.nodes[h.c[j].ni].name
+}
+func (h *candHeap) Swap(i, j int) { h.c[i], h.c[j] = h.c[j], h.c[i] }
+func (h *candHeap) Push(x any)    { h.c = append(h.c, x.(cand)) }
+func (h *candHeap) Pop() any {
+	last := h.c[len(h.c)-1]
+	h.c = h.c[:len(h.c)-1]
+	return last
+}
+
+// lazyBatch is how many nodes pack has the filters check at once: enough to
+// keep the parallel workers busy, few enough that a gang finding room on its
+// first nodes does not pay for many more.
+const lazyBatch = 16
 
 // size ranks shapes for packing: the sum of each request as a share of the
 // largest free amount of that resource on any node.
@@ -452,8 +582,8 @@ func (p *planner) explain(placed int, set domainSet) error {
 			b.WriteString("; no node has room for one member")
 		}
 	}
-	if p.filtered > 0 {
-		fmt.Fprintf(&b, "; %d of %d nodes rejected by other filters", p.filtered, len(p.nodes))
+	if n := p.filtered(); n > 0 {
+		fmt.Fprintf(&b, "; %d of %d nodes rejected by other filters", n, len(p.nodes))
 	}
 	return p.fail(fits, b.String())
 }

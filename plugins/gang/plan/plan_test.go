@@ -3,8 +3,10 @@ package plan
 import (
 	"context"
 	"fmt"
+	"math/rand"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -278,14 +280,103 @@ func TestFiltersRunOncePerShapeAndNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(f.calls) != 6 {
-		t.Errorf("want 2 shapes x 3 nodes = 6 distinct checks, got %d: %v", len(f.calls), f.calls)
+	// The big shape packs first and fills n1; the small one is never asked
+	// about a node with no room left.
+	if len(f.calls) != 5 || f.calls["small-0@n1"] != 0 {
+		t.Errorf("want 5 distinct checks (not small-0@n1), got %d: %v", len(f.calls), f.calls)
 	}
 	for k, n := range f.calls {
 		if n != 1 {
 			t.Errorf("%s checked %d times", k, n)
 		}
 	}
+}
+
+func TestFiltersAskedOnlyAsFarAsPackingReaches(t *testing.T) {
+	var nodes []fwk.NodeInfo
+	for i := range 1000 {
+		var taints []v1.Taint
+		if i < 40 {
+			taints = []v1.Taint{{Key: "busy", Effect: v1.TaintEffectNoSchedule}}
+		}
+		nodes = append(nodes, nodeInfo(fmt.Sprintf("n%04d", i), 8, nil, taints))
+	}
+	asked := 0
+	f := FilterFunc(func(ctx context.Context, s *Shape, ni fwk.NodeInfo, added []fwk.PodInfo) bool {
+		asked++
+		return taintFilter(ctx, s, ni, added)
+	})
+	got, err := Compute(context.Background(), Request{MinMember: 8, Filter: f, Pending: pods("p", 8, 1), Nodes: nodes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Best fit by name among equal nodes: the first untainted one.
+	if diff := cmp.Diff("n0040=8", perNode(got.Assignments)); diff != "" {
+		t.Errorf("(-want, +got):\n%s", diff)
+	}
+	// 40 refusals and the node that fits, in batches of lazyBatch: not
+	// the 1000 nodes an eager evaluation asks about.
+	if asked > 40+lazyBatch {
+		t.Errorf("filters asked about %d nodes, want at most %d", asked, 40+lazyBatch)
+	}
+
+	// A refusal still counts every node the filters reject.
+	asked = 0
+	_, err = Compute(context.Background(), Request{Gang: "ns/big", MinMember: 8, Filter: f, Pending: pods("p", 8, 9), Nodes: nodes})
+	if err == nil {
+		t.Fatal("want no placement for 9-GPU members on 8-GPU nodes")
+	}
+	_, err = Compute(context.Background(), Request{Gang: "ns/all", MinMember: 8000, Filter: f, Pending: pods("p", 8000, 1), Nodes: nodes})
+	if err == nil || !strings.Contains(err.Error(), "40 of 1000 nodes rejected by other filters") {
+		t.Errorf("want the refusal to count the 40 tainted nodes, got %v", err)
+	}
+}
+
+// TestLazyFiltersPlaceAsEagerOnes compares, on random clusters, plans whose
+// filters are asked lazily with plans of the same request whose filters are
+// asked about every node first (a required topology over one domain makes
+// the planner rank domains by filtered capacity, which asks them all).
+func TestLazyFiltersPlaceAsEagerOnes(t *testing.T) {
+	rnd := rand.New(rand.NewSource(18))
+	for trial := range 200 {
+		var nodes []fwk.NodeInfo
+		for i := range 5 + rnd.Intn(60) {
+			var taints []v1.Taint
+			if rnd.Intn(3) == 0 {
+				taints = []v1.Taint{{Key: "busy", Effect: v1.TaintEffectNoSchedule}}
+			}
+			gpus := int64(rnd.Intn(9))
+			var running []*v1.Pod
+			if used := rnd.Int63n(gpus + 1); used > 0 {
+				running = append(running, onNode(pod(fmt.Sprintf("r%d", i), used), fmt.Sprintf("n%03d", i)))
+			}
+			nodes = append(nodes, nodeInfo(fmt.Sprintf("n%03d", i), gpus, map[string]string{"all": "one"}, taints, running...))
+		}
+		members := append(pods("a", 1+rnd.Intn(12), 1), pods("b", rnd.Intn(4), int64(1+rnd.Intn(4)))...)
+		req := Request{Gang: "ns/g", MinMember: len(members), Filter: taintFilter, Pending: members, Nodes: nodes, Parallelize: goParallel}
+		lazy, lazyErr := Compute(context.Background(), req)
+		req.Topology = Topology{Key: "all", Required: true}
+		eager, eagerErr := Compute(context.Background(), req)
+		if (lazyErr == nil) != (eagerErr == nil) {
+			t.Fatalf("trial %d: lazy error %v, eager error %v", trial, lazyErr, eagerErr)
+		}
+		if lazyErr != nil {
+			continue
+		}
+		if diff := cmp.Diff(eager.Assignments, lazy.Assignments); diff != "" {
+			t.Fatalf("trial %d: lazy plan differs from eager (-eager, +lazy):\n%s", trial, diff)
+		}
+	}
+}
+
+// goParallel runs every piece on its own goroutine, as the scheduler's
+// parallelizer may (go test -race checks the planner's shared state).
+func goParallel(_ context.Context, pieces int, fn func(int)) {
+	var wg sync.WaitGroup
+	for i := range pieces {
+		wg.Go(func() { fn(i) })
+	}
+	wg.Wait()
 }
 
 // antiAffinityFilter allows one member per node, as a required pod
@@ -320,27 +411,32 @@ func TestSelfInterferingShapeIsSimulated(t *testing.T) {
 	}
 }
 
+// BenchmarkPlan is the cost of one whole-gang plan (issue 18 keeps the
+// 5000-node row in BENCHMARKS.md): a 64-member gang of 1-GPU pods on empty
+// 8-GPU nodes, with and without a required zone.
 func BenchmarkPlan(b *testing.B) {
-	var nodes []fwk.NodeInfo
-	for i := range 1000 {
-		nodes = append(nodes, nodeInfo(fmt.Sprintf("n%04d", i), 8, map[string]string{"zone": fmt.Sprintf("z%d", i%10)}, nil))
-	}
 	members := pods("p", 64, 1)
-	cases := []struct {
-		name string
-		req  Request
-	}{
-		{"1000x8GPU/64members", Request{MinMember: 64, Pending: members, Nodes: nodes, Filter: taintFilter}},
-		{"1000x8GPU/64members/zone-required", Request{MinMember: 64, Pending: members, Nodes: nodes, Filter: taintFilter, Topology: Topology{Key: "zone", Required: true}}},
-	}
-	for _, tc := range cases {
-		b.Run(tc.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := Compute(context.Background(), tc.req); err != nil {
-					b.Fatal(err)
+	for _, n := range []int{1000, 5000} {
+		var nodes []fwk.NodeInfo
+		for i := range n {
+			nodes = append(nodes, nodeInfo(fmt.Sprintf("n%04d", i), 8, map[string]string{"zone": fmt.Sprintf("z%d", i%10)}, nil))
+		}
+		cases := []struct {
+			name string
+			req  Request
+		}{
+			{fmt.Sprintf("%dx8GPU/64members", n), Request{MinMember: 64, Pending: members, Nodes: nodes, Filter: taintFilter}},
+			{fmt.Sprintf("%dx8GPU/64members/zone-required", n), Request{MinMember: 64, Pending: members, Nodes: nodes, Filter: taintFilter, Topology: Topology{Key: "zone", Required: true}}},
+		}
+		for _, tc := range cases {
+			b.Run(tc.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := Compute(context.Background(), tc.req); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }

@@ -83,11 +83,16 @@ func (d *dims) vector(r fwk.Resource) vec {
 // free is allocatable minus requested for every dimension.
 func (d *dims) free(ni fwk.NodeInfo) vec {
 	v := make(vec, len(d.names))
+	d.freeInto(v, ni)
+	return v
+}
+
+// freeInto is free into v (len(d.names) long).
+func (d *dims) freeInto(v vec, ni fwk.NodeInfo) {
 	alloc, req := ni.GetAllocatable(), ni.GetRequested()
 	for i, n := range d.names {
 		v[i] = Amount(alloc, n) - Amount(req, n)
 	}
-	return v
 }
 
 func (v vec) sub(o vec) {
