@@ -285,6 +285,14 @@ func (e *barrierEnv) reserved(gang string) int {
 	return 0
 }
 
+// atPermit is how many members of gang the plugin remembers waiting at
+// Permit: it must match the framework's waiting pods, and not grow.
+func (e *barrierEnv) atPermit(gang string) int {
+	e.pl.mu.Lock()
+	defer e.pl.mu.Unlock()
+	return e.pl.atPermit[types.NamespacedName{Namespace: "ns", Name: gang}].Len()
+}
+
 func members(gang string, n int, gpus int64) []*v1.Pod {
 	var out []*v1.Pod
 	for i := range n {
@@ -309,6 +317,9 @@ func TestBarrierWaitsForQuorumThenAllowsAll(t *testing.T) {
 	if n := e.waiting(); n != 2 {
 		t.Fatalf("%d members waiting, want 2", n)
 	}
+	if n := e.atPermit("g"); n != 2 {
+		t.Fatalf("plugin knows %d members at Permit, want 2", n)
+	}
 	if len(e.released) != 0 {
 		t.Fatalf("barrier released below the quorum: %v", e.released)
 	}
@@ -319,6 +330,9 @@ func TestBarrierWaitsForQuorumThenAllowsAll(t *testing.T) {
 		if !st.IsSuccess() {
 			t.Errorf("%s: %v, want allowed", name, st)
 		}
+	}
+	if n := e.atPermit("g"); n != 0 {
+		t.Errorf("plugin still knows %d members at Permit after the release, want 0", n)
 	}
 	if len(e.released) != 1 || len(e.released[0]) != 3 {
 		t.Errorf("barrier releases %v, want one of all 3 members", e.released)
@@ -345,9 +359,15 @@ func TestUnreserveOfOneMemberRejectsWaitingSiblings(t *testing.T) {
 	if n := e.reserved("g"); n != 0 {
 		t.Errorf("%d reservations left after the release, want 0", n)
 	}
+	if n := e.atPermit("g"); n != 0 {
+		t.Errorf("plugin still knows %d members at Permit after the release, want 0", n)
+	}
 	e.pl.Reserve(e.ctx, state, pods[3], "n1")
 	if st, _ := e.permit(state, pods[3], "n1"); !st.IsWait() {
 		t.Errorf("member after the release: Permit %v, want Wait (quorum 1 of 3)", st)
+	}
+	if n := e.atPermit("g"); n != 1 {
+		t.Errorf("plugin knows %d members at Permit, want d alone", n)
 	}
 	for name, st := range e.outcomes(2) {
 		if st.Code() != fwk.Unschedulable || st.Plugin() != Name || !strings.Contains(st.Message(), "was not bound; releasing the gang") {

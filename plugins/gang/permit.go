@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -54,6 +55,7 @@ func (p *Plugin) releaseLocked(key types.NamespacedName, g *gangState, msg strin
 	now := p.clock.Now()
 	for _, uid := range uids {
 		delete(g.reserved, uid)
+		p.forgetAtPermitLocked(key, uid)
 	}
 	hadPlan := g.plan != nil
 	g.plan, g.planPods = nil, nil
@@ -101,18 +103,53 @@ func (p *Plugin) afterRelease(key types.NamespacedName, msg string, released boo
 // rejected whole.
 func (p *Plugin) rejectWaitingLocked(key types.NamespacedName, g *gangState, msg string) int {
 	n := 0
-	p.h.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
-		pod := wp.GetPod()
-		if kind, k := p.classify(pod); kind == kindMember && k == key {
-			// false: the member was already allowed (it binds and keeps
-			// its reservation) or already rejected.
-			if wp.Reject(Name, msg) {
-				delete(g.reserved, pod.UID)
-				n++
-			}
+	for _, wp := range p.waitingLocked(key) {
+		uid := wp.GetPod().UID
+		p.forgetAtPermitLocked(key, uid)
+		// false: the member was already allowed (it binds and keeps its
+		// reservation) or already rejected.
+		if wp.Reject(Name, msg) {
+			delete(g.reserved, uid)
+			n++
 		}
-	})
+	}
 	return n
+}
+
+// waitingLocked returns the members of gang key waiting at Permit. An entry
+// the framework does not hold (yet) stays: Permit records a member just
+// before the framework adds it to its waiting pods, and a member that
+// leaves otherwise is unreserved, bound or deleted, which forgets it. Call
+// with p.mu held.
+func (p *Plugin) waitingLocked(key types.NamespacedName) []fwk.WaitingPod {
+	var out []fwk.WaitingPod
+	for uid := range p.atPermit[key] {
+		if wp := p.h.GetWaitingPod(uid); wp != nil {
+			out = append(out, wp)
+		}
+	}
+	return out
+}
+
+// noteAtPermitLocked records that member uid of gang key waits at Permit.
+// Call with p.mu held.
+func (p *Plugin) noteAtPermitLocked(key types.NamespacedName, uid types.UID) {
+	s := p.atPermit[key]
+	if s == nil {
+		s = sets.New[types.UID]()
+		p.atPermit[key] = s
+	}
+	s.Insert(uid)
+}
+
+// forgetAtPermitLocked drops a member that went away. Call with p.mu held.
+func (p *Plugin) forgetAtPermitLocked(key types.NamespacedName, uid types.UID) {
+	if s := p.atPermit[key]; s != nil {
+		s.Delete(uid)
+		if s.Len() == 0 {
+			delete(p.atPermit, key)
+		}
+	}
 }
 
 // permitBackstop is added to the wait the framework is given: the plugin's
@@ -139,6 +176,7 @@ func (p *Plugin) Permit(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 	g := p.gang(key)
 	if p.quorumLocked(key, g, pod) < want {
 		deadline := p.openBarrier(key, g, p.permitTimeout(pg))
+		p.noteAtPermitLocked(key, pod.UID)
 		p.mu.Unlock()
 		return fwk.NewStatus(fwk.Wait, fmt.Sprintf("waiting for %d members of gang %s", want, key)), deadline.Sub(p.clock.Now()) + permitBackstop
 	}
@@ -153,13 +191,8 @@ func (p *Plugin) Permit(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 func (p *Plugin) allowLocked(key types.NamespacedName, g *gangState) {
 	p.closeBarrier(g)
 	g.verdict = nil
-	var waiting []fwk.WaitingPod
-	p.h.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
-		if k2, key2 := p.classify(wp.GetPod()); k2 == kindMember && key2 == key {
-			waiting = append(waiting, wp)
-		}
-	})
-	for _, wp := range waiting {
+	for _, wp := range p.waitingLocked(key) {
+		p.forgetAtPermitLocked(key, wp.GetPod().UID)
 		wp.Allow(Name)
 	}
 }
@@ -255,5 +288,8 @@ func (p *Plugin) PostBind(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ st
 	if kind != kindMember {
 		return
 	}
+	p.mu.Lock()
+	p.forgetAtPermitLocked(key, pod.UID)
+	p.mu.Unlock()
 	p.status.enqueue(key)
 }

@@ -83,6 +83,14 @@ type Plugin struct {
 
 	mu    sync.Mutex
 	gangs map[types.NamespacedName]*gangState
+	// atPermit holds, per gang, the members this plugin told to wait at
+	// Permit (guarded by mu). Releasing or rejecting a gang looks up only
+	// its own members: walking every waiting pod of the scheduler, as the
+	// framework's iterator does, cost a fifth of the scheduler's CPU in
+	// scenario 1b at 5000 nodes once thousands of members waited for a
+	// slow API server. Not part of gangState: it must outlive a PodGroup
+	// deleted and created again while its members wait.
+	atPermit map[types.NamespacedName]sets.Set[types.UID]
 
 	// created caches PodGroup creation times for Less (read-mostly).
 	createdMu sync.RWMutex
@@ -161,6 +169,7 @@ func newPlugin(ctx context.Context, args *Args, h fwk.Handle, pgClient pgclients
 		logger:            logger,
 		pgClient:          pgClient,
 		gangs:             map[types.NamespacedName]*gangState{},
+		atPermit:          map[types.NamespacedName]sets.Set[types.UID]{},
 		created:           map[types.NamespacedName]time.Time{},
 		waiting:           map[types.UID]*waitState{},
 		woken:             map[types.NamespacedName]bool{},

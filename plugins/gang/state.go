@@ -164,6 +164,7 @@ func (p *Plugin) forgetMember(key types.NamespacedName, pod *v1.Pod) {
 	p.wakeConsumed(key)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.forgetAtPermitLocked(key, pod.UID)
 	g, ok := p.gangs[key]
 	if !ok {
 		return

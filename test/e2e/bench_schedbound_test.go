@@ -157,8 +157,11 @@ func schedulerBinaryConfig(tb testing.TB, variant, schedulerName string, content
 		cfg.APIVersion, cfg.Kind = configv1.SchemeGroupVersion.String(), "KubeSchedulerConfiguration"
 	}
 	cfg.ClientConnection.Kubeconfig = controlPlane.KubeconfigPath
-	cfg.ClientConnection.QPS = 1000
-	cfg.ClientConnection.Burst = 2000
+	// The same client limits for every variant: MUSTER_BENCH_SB_QPS (1000),
+	// burst twice that.
+	qps := envInt("MUSTER_BENCH_SB_QPS", 1000)
+	cfg.ClientConnection.QPS = float32(qps)
+	cfg.ClientConnection.Burst = int32(2 * qps)
 	cfg.LeaderElection.LeaderElect = ptrTo(false)
 	if contention {
 		cfg.EnableProfiling = ptrTo(true)

@@ -167,18 +167,23 @@ func (g *observedGang) Permit(ctx context.Context, state fwk.CycleState, pod *co
 
 // releaseObserver is the handle given to the plugin. A release must be in
 // barrierLog before any member it lets go can bind, so it is recorded at the
-// first Allow, whole: the member in Permit and every member of its gang the
-// plugin found waiting. The plugin looks at the waiting pods and allows them
-// under one lock, the lock its rejections hold too, so that look is the
-// last one before the Allows and the set it saw is the set it allows; end
-// checks that. The scheduler runs one Permit at a time.
+// first Allow, whole: the member in Permit and every member of its gang
+// waiting at that moment. The plugin allows them under one lock, the lock
+// its rejections hold too, and the scheduler runs one Permit at a time (only
+// Permit adds waiting pods), so that set cannot change during the release;
+// end checks that every one of them was allowed and none was left waiting.
 type releaseObserver struct {
 	framework.Framework
 
 	mu      sync.Mutex
 	pod     *corev1.Pod // the member in Permit; nil outside Permit
-	waiting []types.UID // its gang's waiting members at the plugin's last look
+	waiting []types.UID // its gang's waiting members at the first Allow
 	allowed map[types.UID]bool
+	// let is every waiting pod ever allowed: one stays among the
+	// framework's waiting pods until its binding goroutine reaches
+	// WaitOnPermit, after its nominatedNodeName patch, and the plugin need
+	// not allow it twice.
+	let map[fwk.WaitingPod]bool
 }
 
 // gangOf is the PodGroup of a member, as the plugin classifies pods.
@@ -209,6 +214,9 @@ func (o *releaseObserver) end(st *fwk.Status) {
 		}
 	case allowed == nil && len(waiting) == 0:
 		// The quorum was there without anyone waiting.
+		if left := o.waitingOf(key); len(left) > 0 {
+			panic(fmt.Sprintf("barrier observer: Permit of %s/%s let it go and left %v waiting", pod.Namespace, pod.Name, left))
+		}
 		barrierLog.record(key, []types.UID{pod.UID})
 	case len(allowed) != len(waiting):
 		// allow checked that each allowed member was among the waiting.
@@ -216,26 +224,20 @@ func (o *releaseObserver) end(st *fwk.Status) {
 	}
 }
 
-func (o *releaseObserver) IterateOverWaitingPods(fn func(fwk.WaitingPod)) {
-	o.mu.Lock()
-	pod := o.pod
-	o.mu.Unlock()
-	var key types.NamespacedName
-	if pod != nil {
-		key, _ = gangOf(pod)
-	}
-	var waiting []types.UID
+// waitingOf lists the members of gang key waiting at Permit and not let go.
+// Call with o.mu held.
+func (o *releaseObserver) waitingOf(key types.NamespacedName) []types.UID {
+	var out []types.UID
 	o.Framework.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
-		if k, member := gangOf(wp.GetPod()); pod != nil && member && k == key {
-			waiting = append(waiting, wp.GetPod().UID)
+		if k, member := gangOf(wp.GetPod()); member && k == key && !o.allowed[wp.GetPod().UID] && !o.let[wp] {
+			out = append(out, wp.GetPod().UID)
 		}
-		fn(observedWaitingPod{wp, o})
 	})
-	if pod != nil {
-		o.mu.Lock()
-		o.waiting = waiting
-		o.mu.Unlock()
-	}
+	return out
+}
+
+func (o *releaseObserver) IterateOverWaitingPods(fn func(fwk.WaitingPod)) {
+	o.Framework.IterateOverWaitingPods(func(wp fwk.WaitingPod) { fn(observedWaitingPod{wp, o}) })
 }
 
 func (o *releaseObserver) GetWaitingPod(uid types.UID) fwk.WaitingPod {
@@ -245,11 +247,19 @@ func (o *releaseObserver) GetWaitingPod(uid types.UID) fwk.WaitingPod {
 	return nil
 }
 
-// allow records the release at its first Allow, before the real Allow.
-func (o *releaseObserver) allow(pod *corev1.Pod) {
+// allow records the release at its first Allow, before the real Allow of
+// wp.
+func (o *releaseObserver) allow(wp fwk.WaitingPod) {
+	pod := wp.GetPod()
 	uid := pod.UID
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	defer func() {
+		if o.let == nil {
+			o.let = map[fwk.WaitingPod]bool{}
+		}
+		o.let[wp] = true
+	}()
 	if o.pod == nil {
 		// Outside Permit the plugin lets a barrier go when a member shows
 		// up bound without passing it (a bind stored although the
@@ -259,8 +269,9 @@ func (o *releaseObserver) allow(pod *corev1.Pod) {
 		return
 	}
 	if o.allowed == nil {
-		o.allowed = map[types.UID]bool{}
 		key, _ := gangOf(o.pod)
+		o.waiting = o.waitingOf(key)
+		o.allowed = map[types.UID]bool{}
 		barrierLog.record(key, append([]types.UID{o.pod.UID}, o.waiting...))
 	}
 	if !slices.Contains(o.waiting, uid) {
@@ -276,7 +287,7 @@ type observedWaitingPod struct {
 
 func (w observedWaitingPod) Allow(pluginName string) {
 	if pluginName == gang.Name {
-		w.o.allow(w.GetPod())
+		w.o.allow(w.WaitingPod)
 	}
 	w.WaitingPod.Allow(pluginName)
 }
