@@ -46,6 +46,20 @@ var (
 		Buckets:        metrics.ExponentialBuckets(0.05, 2, 16),
 		StabilityLevel: metrics.ALPHA,
 	})
+	backlogWaits = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace:      "muster",
+		Subsystem:      "gang",
+		Name:           "bind_backlog_waits_total",
+		Help:           "Times a new gang waited before planning because too many members were still being bound.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	backlogWaitSeconds = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace:      "muster",
+		Subsystem:      "gang",
+		Name:           "bind_backlog_wait_seconds_total",
+		Help:           "Time new gangs waited before planning because too many members were still being bound.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	registerOnce sync.Once
 )
 
@@ -53,6 +67,6 @@ var (
 // or scheduler restarts in one process build the plugin more than once).
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(attempts, timeToBound, preemptions)
+		legacyregistry.MustRegister(attempts, timeToBound, preemptions, backlogWaits, backlogWaitSeconds)
 	})
 }

@@ -13,6 +13,9 @@ func TestMetricNames(t *testing.T) {
 	}{
 		{attempts, "muster_gang_attempts_total"},
 		{timeToBound, "muster_gang_time_to_bound_seconds"},
+		{preemptions, "muster_gang_preemptions_total"},
+		{backlogWaits, "muster_gang_bind_backlog_waits_total"},
+		{backlogWaitSeconds, "muster_gang_bind_backlog_wait_seconds_total"},
 	} {
 		if got := tc.metric.FQName(); got != tc.want {
 			t.Errorf("metric %q, want %q", got, tc.want)

@@ -26,6 +26,7 @@ func (p *Plugin) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeN
 	p.mu.Lock()
 	p.gang(key).reserved[pod.UID] = nodeName
 	p.mu.Unlock()
+	p.backlog.add(pod.UID)
 	return nil
 }
 
@@ -36,6 +37,7 @@ func (p *Plugin) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ s
 	if kind != kindMember {
 		return
 	}
+	p.backlog.done(pod.UID)
 	p.release(key, fmt.Sprintf("gang %s: member %s was not bound; releasing the gang", key, klog.KObj(pod)), pod.UID)
 }
 
@@ -288,6 +290,7 @@ func (p *Plugin) PostBind(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ st
 	if kind != kindMember {
 		return
 	}
+	p.backlog.done(pod.UID)
 	p.mu.Lock()
 	p.forgetAtPermitLocked(key, pod.UID)
 	p.mu.Unlock()

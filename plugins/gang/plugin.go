@@ -92,6 +92,9 @@ type Plugin struct {
 	// deleted and created again while its members wait.
 	atPermit map[types.NamespacedName]sets.Set[types.UID]
 
+	// backlog counts the members reserved and not yet bound (backlog.go).
+	backlog *bindBacklog
+
 	// created caches PodGroup creation times for Less (read-mostly).
 	createdMu sync.RWMutex
 	created   map[types.NamespacedName]time.Time
@@ -170,6 +173,7 @@ func newPlugin(ctx context.Context, args *Args, h fwk.Handle, pgClient pgclients
 		pgClient:          pgClient,
 		gangs:             map[types.NamespacedName]*gangState{},
 		atPermit:          map[types.NamespacedName]sets.Set[types.UID]{},
+		backlog:           newBindBacklog(),
 		created:           map[types.NamespacedName]time.Time{},
 		waiting:           map[types.UID]*waitState{},
 		woken:             map[types.NamespacedName]bool{},
@@ -435,6 +439,7 @@ func (p *Plugin) onPodDelete(obj any) {
 	if pod.Spec.NodeName != "" {
 		p.changeSeq.Add(1)
 	}
+	p.backlog.done(pod.UID)
 	p.stopWaiting(pod.UID)
 	kind, key := p.classify(pod)
 	if kind != kindMember {

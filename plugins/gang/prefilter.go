@@ -52,12 +52,28 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	if pg == nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, plan.PodGroupNotFound(key.String()))
 	}
+	if !p.hasPlan(key) {
+		// A new gang waits while too many members are still being bound
+		// (backlog.go); members of planned gangs go on and drain it.
+		if waited := p.backlog.wait(ctx, p.clock); waited > 0 {
+			backlogWaits.Inc()
+			backlogWaitSeconds.Add(waited.Seconds())
+		}
+	}
 	node, status := p.planFor(ctx, pod, pg, key)
 	state.Write(stateKey, &cycleState{gang: key, node: node})
 	if !status.IsSuccess() {
 		return nil, status
 	}
 	return &fwk.PreFilterResult{NodeNames: sets.New(node)}, nil
+}
+
+// hasPlan reports whether gang key has a placement its members follow.
+func (p *Plugin) hasPlan(key types.NamespacedName) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	g, ok := p.gangs[key]
+	return ok && g.plan != nil
 }
 
 // PreFilterExtensions returns nil: the plugin keeps no per-pod filter state
