@@ -65,6 +65,13 @@ func (b *bindBacklog) done(uid types.UID) {
 	}
 }
 
+// full reports whether a new gang would wait now (cheap: no plugin lock).
+func (b *bindBacklog) full() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.members) > maxBacklog
+}
+
 func (b *bindBacklog) len() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()

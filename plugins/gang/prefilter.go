@@ -52,7 +52,9 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	if pg == nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, plan.PodGroupNotFound(key.String()))
 	}
-	if !p.hasPlan(key) {
+	// The backlog first: it is almost always below its bound, and asking
+	// it costs no second hold of p.mu per member.
+	if p.backlog.full() && !p.hasPlan(key) {
 		// A new gang waits while too many members are still being bound
 		// (backlog.go); members of planned gangs go on and drain it.
 		if waited := p.backlog.wait(ctx, p.clock); waited > 0 {

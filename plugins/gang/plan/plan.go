@@ -373,27 +373,23 @@ func (p *planner) pack(idx []int) (map[types.UID]string, int) {
 	// What this packing took from a node, copied on first use: a gang
 	// touches a few of the nodes, and copying thousands of them per
 	// attempt showed in the profile.
-	takenFree, takenPods := map[int]vec{}, map[int]int{}
-	take := func(ni int, req vec) {
-		v, ok := takenFree[ni]
-		if !ok {
-			v = append(vec(nil), p.nodes[ni].free...)
-			takenFree[ni], takenPods[ni] = v, p.nodes[ni].pods
-		}
-		v.sub(req)
-		takenPods[ni]--
-	}
-	free := func(ni int) vec {
-		if v, ok := takenFree[ni]; ok {
-			return v
-		}
-		return p.nodes[ni].free
-	}
-	pods := func(ni int) int {
-		if n, ok := takenPods[ni]; ok {
+	taken := map[int]*node{}
+	room := func(ni int) *node {
+		if n, ok := taken[ni]; ok {
 			return n
 		}
-		return p.nodes[ni].pods
+		return p.nodes[ni]
+	}
+	take := func(ni int, req vec) {
+		n, ok := taken[ni]
+		if !ok {
+			c := *p.nodes[ni]
+			c.free = append(vec(nil), c.free...)
+			n = &c
+			taken[ni] = n
+		}
+		n.free.sub(req)
+		n.pods--
 	}
 	order := make([]int, len(p.shapes))
 	for i := range order {
@@ -423,7 +419,8 @@ func (p *planner) pack(idx []int) (map[types.UID]string, int) {
 			if p.checked[si][ni] && !p.feasible[si][ni] {
 				continue
 			}
-			if c := min(fitCount(free(ni), s.request, capOf(ni)), pods(ni)); c > 0 {
+			n := room(ni)
+			if c := min(fitCount(n.free, s.request, capOf(ni)), n.pods); c > 0 {
 				cands.c = append(cands.c, cand{ni, c})
 			}
 		}
@@ -447,7 +444,8 @@ func (p *planner) pack(idx []int) (map[types.UID]string, int) {
 				if !p.feasible[si][ni] {
 					continue
 				}
-				fit := min(fitCount(free(ni), s.request, p.simCap[si][ni]), pods(ni))
+				n := room(ni)
+				fit := min(fitCount(n.free, s.request, p.simCap[si][ni]), n.pods)
 				for k := 0; k < fit && next < len(s.Members); k++ {
 					out[s.Members[next].UID] = p.nodes[ni].name
 					take(ni, s.request)
