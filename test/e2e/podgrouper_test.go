@@ -1,14 +1,17 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -1215,6 +1218,7 @@ func BenchmarkPodGrouperLatency(b *testing.B) {
 		// the API), so the API server's own create latency under load is
 		// not counted; a label seen before that return counts as 0.
 		labelledAt := map[string]time.Time{}
+		latencyOf := map[string]time.Duration{}
 		record := func(name string) {
 			start, ok1 := created[name]
 			end, ok2 := labelledAt[name]
@@ -1223,6 +1227,7 @@ func BenchmarkPodGrouperLatency(b *testing.B) {
 			}
 			seen[name] = true
 			latencies = append(latencies, max(end.Sub(start), 0))
+			latencyOf[name] = max(end.Sub(start), 0)
 			if len(latencies) == gangs*perGang {
 				close(doneWatching)
 			}
@@ -1302,6 +1307,7 @@ func BenchmarkPodGrouperLatency(b *testing.B) {
 		q := func(f float64) float64 {
 			return float64(latencies[int(f*float64(len(latencies)-1))].Microseconds()) / 1000
 		}
+		b.Logf("slowest 1%%: %s", pgrTail(latencyOf, created, begin, len(latencies)/100))
 		b.ReportMetric(q(0.1), "p10-ms")
 		b.ReportMetric(q(0.5), "p50-ms")
 		b.ReportMetric(q(0.99), "p99-ms")
@@ -1310,6 +1316,21 @@ func BenchmarkPodGrouperLatency(b *testing.B) {
 			b.Errorf("%d PodGroups, want %d", len(names), gangs)
 		}
 	}
+}
+
+// pgrTail describes the n slowest pods: latency, when the create returned
+// (seconds since begin) and the pod's place in its gang (0 is the member
+// whose PodGroup the pod-grouper creates). Whether the tail is clustered in
+// time or sits on first members tells a pause of the process from the cost
+// of the PodGroup create.
+func pgrTail(latency map[string]time.Duration, created map[string]time.Time, begin time.Time, n int) string {
+	names := slices.Collect(maps.Keys(latency))
+	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(latency[b], latency[a]) })
+	var sb strings.Builder
+	for _, name := range names[:min(n, len(names))] {
+		fmt.Fprintf(&sb, "\n  %s %.1f ms at %.2f s", name, float64(latency[name].Microseconds())/1000, created[name].Sub(begin).Seconds())
+	}
+	return sb.String()
 }
 
 // pgrBenchGang creates the JobSet g<g> of one Job g<g>-workers-0 of
