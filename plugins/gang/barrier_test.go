@@ -643,3 +643,54 @@ func TestMemberBoundOutsideBarrierCompletesIt(t *testing.T) {
 		t.Errorf("%d members still waiting", n)
 	}
 }
+
+// A barrier that expires names the members it waited for in vain, and
+// where the plugin last saw them.
+func TestBarrierTimeoutReportsMissingMembers(t *testing.T) {
+	tests := []struct {
+		name string
+		held string // reason PreEnqueue last gave the missing member; "" if it passed
+		want string
+	}{
+		{"in the queue", "", "g-c (in the scheduling queue)"},
+		{"held before the queue", "waiting for PodGroup x", "g-c (held before the queue: waiting for PodGroup x)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pods := members("g", 3, 1)
+			e := newBarrierEnv(t, []*v1.Node{gpuNode("n1", 4)}, []*schedv1alpha1.PodGroup{podGroup("g", 3)}, pods)
+			for _, p := range pods[:2] {
+				if st, _ := e.schedule(p); !st.IsWait() {
+					t.Fatalf("%s: Permit %v, want Wait", p.Name, st)
+				}
+			}
+			if tc.held != "" {
+				e.pl.noteWaiting(pods[2], tc.held)
+			}
+			drain(e.recorder)
+			e.clk.Step(60 * time.Second)
+			e.outcomes(2)
+			// The report follows the rejections, on the timer's goroutine.
+			var got []string
+			deadline := time.After(10 * time.Second)
+			for len(got) == 0 {
+				select {
+				case ev := <-e.recorder.Events:
+					if strings.Contains(ev, "GangMembersMissing") {
+						got = append(got, ev)
+					}
+				case <-deadline:
+					t.Fatal("no GangMembersMissing event within 10s")
+				}
+			}
+			for _, ev := range drain(e.recorder) {
+				if strings.Contains(ev, "GangMembersMissing") {
+					got = append(got, ev)
+				}
+			}
+			if len(got) != 1 || !strings.Contains(got[0], "1 member(s) neither reserved nor waiting") || !strings.Contains(got[0], tc.want) {
+				t.Errorf("events %q, want one GangMembersMissing naming %q", got, tc.want)
+			}
+		})
+	}
+}

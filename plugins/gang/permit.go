@@ -3,6 +3,8 @@ package gang
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -12,6 +14,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/muster-io/muster/api"
 	"github.com/muster-io/muster/plugins/gang/plan"
 )
 
@@ -259,9 +262,68 @@ func (p *Plugin) barrierExpired(key types.NamespacedName, b *barrier, timeout ti
 		p.mu.Unlock()
 		return
 	}
+	missing := p.missingMembersLocked(key, g)
 	released := p.releaseLocked(key, g, msg)
 	p.mu.Unlock()
 	p.afterRelease(key, msg, released)
+	p.reportMissing(key, missing)
+}
+
+// missingMembersLocked returns the gang's pending members that are neither
+// reserved nor waiting at Permit: the ones a quorum waited for in vain.
+// Call with p.mu held.
+func (p *Plugin) missingMembersLocked(key types.NamespacedName, g *gangState) []*v1.Pod {
+	var out []*v1.Pod
+	for _, m := range p.members(key) {
+		if _, reserved := g.reserved[m.UID]; reserved || m.Spec.NodeName != "" || p.atPermit[key].Has(m.UID) {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// maxMissingNamed bounds the members a missing-members report names.
+const maxMissingNamed = 3
+
+// reportMissing says, in the log and as a PodGroup event, which members a
+// released barrier waited for and where they were: held before the
+// scheduling queue (with the reason PreEnqueue gave) or in the queue and
+// not tried in time. A member held for a reason its cached pod no longer
+// has is a wake-up that never came; the log names it so.
+func (p *Plugin) reportMissing(key types.NamespacedName, missing []*v1.Pod) {
+	if len(missing) == 0 {
+		return
+	}
+	slices.SortFunc(missing, func(a, b *v1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	var parts []string
+	for i, m := range missing {
+		if i == maxMissingNamed {
+			parts = append(parts, fmt.Sprintf("and %d more", len(missing)-i))
+			break
+		}
+		p.waitMu.Lock()
+		w := p.waiting[m.UID]
+		var reason, heldRV string
+		if w != nil {
+			reason, heldRV = w.reason, w.pod.ResourceVersion
+		}
+		p.waitMu.Unlock()
+		if reason == "" {
+			parts = append(parts, m.Name+" (in the scheduling queue)")
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s (held before the queue: %s)", m.Name, api.CapReason(reason)))
+		if p.gangReadiness(key) == "" {
+			p.logger.Info("A gang member is held before the scheduling queue for a reason that no longer holds", "pod", klog.KObj(m), "gang", key, "reason", reason,
+				"heldResourceVersion", heldRV, "cachedResourceVersion", m.ResourceVersion)
+		}
+	}
+	msg := fmt.Sprintf("gang %s: %d member(s) neither reserved nor waiting when the barrier expired: %s", key, len(missing), strings.Join(parts, ", "))
+	p.logger.Info("Gang barrier expired with members missing", "gang", key, "missing", len(missing), "detail", msg)
+	if pg := p.podGroup(key); pg != nil {
+		p.recordEvent(pg, v1.EventTypeWarning, "GangMembersMissing", "Scheduling", msg)
+	}
 }
 
 // quorumLocked counts members that are bound or reserved by this scheduler, once
