@@ -107,7 +107,9 @@ func (r *roots) informer(ctx context.Context, gvr schema.GroupVersionResource) (
 		}
 		wctx, cancel := context.WithTimeout(ctx, rootSyncTimeout)
 		defer cancel()
-		if !cache.WaitForCacheSync(wctx.Done(), inf.HasSynced) {
+		// A channel, not WaitForCacheSync's 100 ms poll: the first pods of
+		// a kind wait here, and the poll was most of their latency.
+		if !cache.WaitFor(wctx, "", inf.HasSyncedChecker()) {
 			r.mu.Lock()
 			r.unsynced[gvr] = time.Now()
 			r.mu.Unlock()
