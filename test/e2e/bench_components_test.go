@@ -71,6 +71,21 @@ func memBinaries(b *testing.B) string {
 	return dir
 }
 
+// waitPodGrouperReady waits up to a minute for a muster-podgrouper serving
+// on addr to answer /readyz with 200.
+func waitPodGrouperReady(ctx context.Context, tb testing.TB, addr string) {
+	if !waitUntil(ctx, time.Minute, func() bool {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}) {
+		tb.Fatal("muster-podgrouper not ready after a minute")
+	}
+}
+
 // procMem reads VmRSS and VmHWM (peak RSS) of pid in MiB.
 func procMem(pid int) (rss, hwm float64, err error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
@@ -109,6 +124,8 @@ func startBinaryEnv(b *testing.B, env []string, path string, args ...string) *ex
 	logDir := os.Getenv("MUSTER_BENCH_OUT")
 	if logDir == "" {
 		logDir = b.TempDir()
+	} else if err := os.MkdirAll(logDir, 0o755); err != nil {
+		b.Fatal(err)
 	}
 	logf, err := os.Create(filepath.Join(logDir, filepath.Base(path)+".log"))
 	if err != nil {
@@ -204,16 +221,7 @@ func BenchmarkMemory(b *testing.B) {
 		}
 		schedCmd := startBinaryEnv(b, childEnv("muster-scheduler"), filepath.Join(bin, "muster-scheduler"), schedArgs...)
 		pgrCmd := startBinaryEnv(b, childEnv("muster-podgrouper"), filepath.Join(bin, "muster-podgrouper"), pgrArgs...)
-		if !waitUntil(ctx, time.Minute, func() bool {
-			resp, err := http.Get("http://" + pgrAddr + "/readyz")
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			return resp.StatusCode == http.StatusOK
-		}) {
-			b.Fatal("muster-podgrouper not ready after a minute")
-		}
+		waitPodGrouperReady(ctx, b, pgrAddr)
 		time.Sleep(2 * time.Second) // the scheduler's informers sync
 		procs := map[string]int{"muster-scheduler": schedCmd.Process.Pid, "muster-podgrouper": pgrCmd.Process.Pid}
 		idle := map[string]float64{}

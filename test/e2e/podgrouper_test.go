@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -1195,7 +1196,29 @@ func BenchmarkPodGrouperLatency(b *testing.B) {
 		writes := newWriteCounter()
 		cfg := rest.CopyConfig(controlPlane.RestConfig)
 		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{next: rt, c: writes} })
-		startPodGrouperWithConfig(b, cfg, sched, pgrBenchWorkers)
+		// MUSTER_BENCH_PODGROUPER_NULL=1 replaces the pod-grouper with the
+		// least any labeller must do (see startNullLabeller): the path's
+		// floor on this machine, to tell the pod-grouper's share of the
+		// latency from the API server's.
+		// MUSTER_BENCH_PODGROUPER_BINARY=1 runs the shipped binary
+		// (MUSTER_BENCH_BIN, else a fresh build) in its own process, as a
+		// Deployment does, instead of in the process that hosts the API
+		// server: there its workers pay for the collection of that
+		// process's whole heap. Its writes are then not counted.
+		null := os.Getenv("MUSTER_BENCH_PODGROUPER_NULL") == "1"
+		binary := os.Getenv("MUSTER_BENCH_PODGROUPER_BINARY") == "1"
+		switch {
+		case null:
+			startNullLabeller(b, cfg, ns, pgrBenchWorkers)
+		case binary:
+			addr := fmt.Sprintf("127.0.0.1:%d", freePort(b))
+			startBinary(b, filepath.Join(memBinaries(b), "muster-podgrouper"), "--kubeconfig", controlPlane.KubeconfigPath,
+				"--scheduler-name", sched, "--leader-elect=false", "--bind-address", addr, "--workers", strconv.Itoa(pgrBenchWorkers),
+				"--kube-api-qps", "1000", "--kube-api-burst", "2000")
+			waitPodGrouperReady(ctx, b, addr)
+		default:
+			startPodGrouperWithConfig(b, cfg, sched, pgrBenchWorkers)
+		}
 
 		// Workloads first, outside the measurement.
 		jobs := make([]*unstructured.Unstructured, gangs)
@@ -1314,10 +1337,59 @@ func BenchmarkPodGrouperLatency(b *testing.B) {
 		b.ReportMetric(q(0.5), "p50-ms")
 		b.ReportMetric(q(0.99), "p99-ms")
 		b.ReportMetric(float64(len(latencies))/sent.Seconds(), "pods/s-sent")
-		if names := podGroupNames(b, ns); len(names) != gangs {
+		if names := podGroupNames(b, ns); !null && len(names) != gangs {
 			b.Errorf("%d PodGroups, want %d", len(names), gangs)
 		}
 	}
+}
+
+// startNullLabeller labels every new pod of ns with the PodGroup label of
+// its gang (from the benchmark's "jobset-name" label), from an informer,
+// with one merge patch per pod on workers goroutines: no owner lookup, no
+// definition, no PodGroup. It stops when tb ends.
+func startNullLabeller(tb testing.TB, cfg *rest.Config, ns string, workers int) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	work := make(chan *corev1.Pod, 4096)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case p := <-work:
+					patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, api.LabelPodGroup, p.Labels["jobset.sigs.k8s.io/jobset-name"])
+					if _, err := cs.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil && ctx.Err() == nil {
+						tb.Errorf("null labeller: %v", err)
+					}
+				}
+			}
+		})
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
+	if _, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if p, ok := obj.(*corev1.Pod); ok && p.Labels[api.LabelPodGroup] == "" {
+				select {
+				case work <- p:
+				case <-ctx.Done():
+				}
+			}
+		},
+	}); err != nil {
+		tb.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	tb.Cleanup(func() {
+		cancel()
+		factory.Shutdown()
+		wg.Wait()
+	})
 }
 
 // processStart is when the test binary started (package initialisation).
