@@ -75,7 +75,7 @@ BENCH_OUT ?= $(CURDIR)/benchmarks
 bench: build
 	@mkdir -p $(BENCH_OUT)
 	set -o pipefail; { $(GO) test -run '^$$' -bench 'GangForPod|EvaluateBombs|PodBytes' -benchmem -count 3 ./definition/ ./internal/podtrim/ && \
-	  $(GO) test -run '^$$' -bench 'VictimSearch' -benchtime 10x -benchmem -ldflags '$(K8S_LDFLAGS)' ./plugins/gang/... && \
+	  $(GO) test -run '^$$' -bench 'VictimSearch|BuildNoVictims' -benchtime 10x -benchmem -ldflags '$(K8S_LDFLAGS)' ./plugins/gang/... && \
 	  MUSTER_BENCH_OUT=$(BENCH_OUT) MUSTER_BENCH_BIN=$(abspath $(BIN)) $(GO) test -timeout 120m -run '^$$' \
 	    -bench '^(BenchmarkSchedulerThroughput|BenchmarkSchedulerBound|BenchmarkContention|BenchmarkPodGrouperRates|BenchmarkPodGrouperCatchUp|BenchmarkHostileKarta|BenchmarkMemory|BenchmarkPreemption)$$' \
 	    -benchtime 1x -benchmem -ldflags '$(K8S_LDFLAGS)' ./test/e2e/ && \

@@ -90,3 +90,26 @@ func BenchmarkVictimSearch(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBuildNoVictims is Build on 5000 nodes x 8 GPUs full of gangs of
+// the preemptor's own priority: the waiting gangs of scenario 5 at 50 000
+// pods, where no pod is a victim.
+func BenchmarkBuildNoVictims(b *testing.B) {
+	const nodes, gpus = 5000, 8
+	names := make([]string, nodes)
+	var running []vpod
+	for g := range nodes {
+		names[g] = fmt.Sprintf("n%04d", g)
+		for m := range 8 {
+			running = append(running, vpod{name: fmt.Sprintf("g%04d-%d", g, m), node: names[g], gang: fmt.Sprintf("g%04d", g), gpus: 1, prio: 0})
+		}
+	}
+	in := Input{Nodes: victimNodes(gpus, names, running), Priority: 0, GPUNames: gpuNames,
+		Own: func(p *v1.Pod) bool { return p.Labels[api.LabelPodGroup] == "hi" }}
+	b.ResetTimer()
+	for range b.N {
+		if units := Build(in); len(units) != 0 {
+			b.Fatalf("%d units, want none", len(units))
+		}
+	}
+}

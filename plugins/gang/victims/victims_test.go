@@ -432,3 +432,39 @@ func TestSearchVictimsAgainstExhaustive(t *testing.T) {
 	}
 	t.Logf("%d trials (%d needing victims): the search's set was the cheapest by the documented order in %d (%.0f%%); %d pods evicted beyond the cheapest sets in all", cases, found, optimal, 100*float64(optimal)/float64(cases), extraPods)
 }
+
+// Build's pass that looks for a lower-priority pod counts the same pods
+// Build groups: not the preemptor's own, not those being deleted.
+func TestBuildWithoutLowerPriorityPods(t *testing.T) {
+	deleting := func(p *v1.Pod) { p.DeletionTimestamp = ptr.To(metav1.NewTime(testNow)) }
+	tests := []struct {
+		name   string
+		low    vpod
+		change func(*v1.Pod)
+		want   []string
+	}{
+		{"a lower-priority pod is a victim", vpod{name: "low", node: "n1", gpus: 1, prio: 1}, nil, []string{"pod ns/low"}},
+		{"only the preemptor's own pod is lower", vpod{name: "own", node: "n1", gang: "hi", gpus: 1, prio: 1}, nil, nil},
+		{"only a deleting pod is lower", vpod{name: "gone", node: "n1", gpus: 1, prio: 1}, deleting, nil},
+		{"equal priority", vpod{name: "eq", node: "n1", gpus: 1, prio: 5}, nil, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes := victimNodes(8, []string{"n1", "n2"}, []vpod{{name: "high", node: "n2", gpus: 1, prio: 9}, tc.low})
+			if tc.change != nil {
+				for _, ni := range nodes {
+					for _, pi := range ni.GetPods() {
+						if pi.GetPod().Name == tc.low.name {
+							tc.change(pi.GetPod())
+						}
+					}
+				}
+			}
+			units := Build(Input{Nodes: nodes, Priority: 5, GPUNames: gpuNames,
+				Own: func(p *v1.Pod) bool { return p.Labels[api.LabelPodGroup] == "hi" }})
+			if got := unitKeys(units); !slices.Equal(got, tc.want) {
+				t.Errorf("units %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
