@@ -296,6 +296,7 @@ func (p *Plugin) reportMissing(key types.NamespacedName, missing []*v1.Pod) {
 		return
 	}
 	slices.SortFunc(missing, func(a, b *v1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	ready := p.gangReadiness(key) == ""
 	var parts []string
 	for i, m := range missing {
 		if i == maxMissingNamed {
@@ -314,7 +315,7 @@ func (p *Plugin) reportMissing(key types.NamespacedName, missing []*v1.Pod) {
 			continue
 		}
 		parts = append(parts, fmt.Sprintf("%s (held before the queue: %s)", m.Name, api.CapReason(reason)))
-		if p.gangReadiness(key) == "" {
+		if ready {
 			p.logger.Info("A gang member is held before the scheduling queue for a reason that no longer holds", "pod", klog.KObj(m), "gang", key, "reason", reason,
 				"heldResourceVersion", heldRV, "cachedResourceVersion", m.ResourceVersion)
 		}

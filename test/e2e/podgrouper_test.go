@@ -1233,25 +1233,21 @@ func BenchmarkPodGrouperLatency(b *testing.B) {
 		// Watch for the labels before creating pods (an informer: it
 		// re-lists and re-watches on its own if the watch is closed).
 		created := make(map[string]time.Time, gangs*perGang)
-		seen := map[string]bool{}
 		var mu sync.Mutex
-		latencies := make([]time.Duration, 0, gangs*perGang)
 		doneWatching := make(chan struct{})
 		// The clock starts when the create call returns (the pod exists in
 		// the API), so the API server's own create latency under load is
 		// not counted; a label seen before that return counts as 0.
 		labelledAt := map[string]time.Time{}
-		latencyOf := map[string]time.Duration{}
+		latencyOf := make(map[string]time.Duration, gangs*perGang)
 		record := func(name string) {
 			start, ok1 := created[name]
 			end, ok2 := labelledAt[name]
-			if !ok1 || !ok2 || seen[name] {
+			if _, seen := latencyOf[name]; !ok1 || !ok2 || seen {
 				return
 			}
-			seen[name] = true
-			latencies = append(latencies, max(end.Sub(start), 0))
 			latencyOf[name] = max(end.Sub(start), 0)
-			if len(latencies) == gangs*perGang {
+			if len(latencyOf) == gangs*perGang {
 				close(doneWatching)
 			}
 		}
@@ -1317,7 +1313,7 @@ func BenchmarkPodGrouperLatency(b *testing.B) {
 			b.Fatal(err)
 		case <-time.After(5 * time.Minute):
 			mu.Lock()
-			n := len(latencies)
+			n := len(latencyOf)
 			mu.Unlock()
 			b.Fatalf("only %d of %d pods labelled", n, gangs*perGang)
 		}
@@ -1326,7 +1322,7 @@ func BenchmarkPodGrouperLatency(b *testing.B) {
 		b.StopTimer()
 		counts, total := writes.stop()
 		b.Logf("pod-grouper writes: %.2f per pod (%s)", float64(total)/float64(gangs*perGang), formatWrites(counts))
-		sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+		latencies := slices.Sorted(maps.Values(latencyOf))
 		q := func(f float64) float64 {
 			return float64(latencies[int(f*float64(len(latencies)-1))].Microseconds()) / 1000
 		}
