@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 	"k8s.io/utils/clock"
@@ -68,9 +69,9 @@ type Plugin struct {
 	pgLister pglisters.PodGroupLister
 	pgSynced atomic.Bool
 
-	// changeSeq counts cluster changes that may free capacity (node added or
-	// updated, assigned pod deleted); a cached "no placement" verdict holds
-	// only while it is unchanged.
+	// changeSeq counts cluster changes that may free capacity (node added,
+	// node updated in what scheduling reads, assigned pod deleted); a
+	// cached "no placement" verdict holds only while it is unchanged.
 	changeSeq atomic.Int64
 	// leading is set by the first scheduling cycle of this profile (PreFilter
 	// or Reserve). kube-scheduler runs scheduling cycles only in the leader:
@@ -218,7 +219,7 @@ func newPlugin(ctx context.Context, args *Args, h fwk.Handle, pgClient pgclients
 	}
 	if _, err := h.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { p.changeSeq.Add(1) },
-		UpdateFunc: func(any, any) { p.changeSeq.Add(1) },
+		UpdateFunc: p.onNodeUpdate,
 	}); err != nil {
 		return nil, fmt.Errorf("%s: node handler: %w", Name, err)
 	}
@@ -423,6 +424,20 @@ func (p *Plugin) memberJoined(key types.NamespacedName) {
 		return
 	}
 	p.activate(members...)
+}
+
+// onNodeUpdate counts a node update that may change where pods fit, as
+// kube-scheduler's own queue tells them (NodeSchedulingPropertiesChange).
+// A kubelet's status report (heartbeat times, images) changes nothing a
+// plan reads; counted, it made every cached verdict stale within seconds
+// in a large cluster (5000 nodes each reporting every few minutes), so
+// that each waiting gang planned and searched victims on every try.
+func (p *Plugin) onNodeUpdate(oldObj, newObj any) {
+	o, ok1 := oldObj.(*v1.Node)
+	n, ok2 := newObj.(*v1.Node)
+	if !ok1 || !ok2 || len(framework.NodeSchedulingPropertiesChange(n, o)) > 0 {
+		p.changeSeq.Add(1)
+	}
 }
 
 func (p *Plugin) onPodDelete(obj any) {

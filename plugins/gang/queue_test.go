@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -113,6 +114,47 @@ func TestClassify(t *testing.T) {
 			p := &Plugin{requirePodGrouper: tc.grouper}
 			if got, _ := p.classify(tc.pod); got != tc.wantKind {
 				t.Errorf("kind %d, want %d", got, tc.wantKind)
+			}
+		})
+	}
+}
+
+// A node update makes cached verdicts stale only when it may free room, as
+// kube-scheduler's queue tells it: a kubelet's status report must not, or
+// no verdict outlives the reports of a large cluster.
+func TestNodeUpdateCountsOnlyWhatMayFreeRoom(t *testing.T) {
+	node := func(change func(*v1.Node)) *v1.Node {
+		n := gpuNode("n1", 8)
+		n.Status.Allocatable = n.Status.Allocatable.DeepCopy()
+		n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, LastHeartbeatTime: metav1.NewTime(t0)}}
+		if change != nil {
+			change(n)
+		}
+		return n
+	}
+	cordon := func(n *v1.Node) { n.Spec.Unschedulable = true }
+	tests := []struct {
+		name        string
+		from, to    func(*v1.Node)
+		wantCounted bool
+	}{
+		{"heartbeat only", nil, func(n *v1.Node) { n.Status.Conditions[0].LastHeartbeatTime = metav1.NewTime(t0.Add(time.Minute)) }, false},
+		{"images only", nil, func(n *v1.Node) { n.Status.Images = []v1.ContainerImage{{Names: []string{"img"}}} }, false},
+		// Less room never turns "no placement" into a placement.
+		{"cordoned", nil, cordon, false},
+		{"uncordoned", cordon, nil, true},
+		{"allocatable", nil, func(n *v1.Node) { n.Status.Allocatable["nvidia.com/gpu"] = resource.MustParse("4") }, true},
+		{"label", nil, func(n *v1.Node) { n.Labels = map[string]string{"zone": "b"} }, true},
+		{"taint", nil, func(n *v1.Node) { n.Spec.Taints = []v1.Taint{{Key: "k", Effect: v1.TaintEffectNoSchedule}} }, true},
+		{"readiness", nil, func(n *v1.Node) { n.Status.Conditions[0].Status = v1.ConditionFalse }, true},
+	}
+	e := newBarrierEnv(t, nil, nil, nil)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := e.pl.changeSeq.Load()
+			e.pl.onNodeUpdate(node(tc.from), node(tc.to))
+			if got := e.pl.changeSeq.Load() != before; got != tc.wantCounted {
+				t.Errorf("counted %v, want %v", got, tc.wantCounted)
 			}
 		})
 	}
