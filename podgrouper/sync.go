@@ -121,110 +121,17 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	// Recorded before the PodGroup is written: see memberPriorities.
 	c.priorities.set(key, ns+"/"+d.pgName, priorityOf(pod))
-	// The label and the PodGroup are written at once, not one after the
-	// other: each is an API round trip, and two in a row made the tail of
-	// create → grouped (BENCHMARKS.md, issue 18, session 8). No order
-	// shows to the scheduler, which holds a labelled member until its
-	// PodGroup exists. The one that could: a PodGroup of that name that
-	// muster did not make and the cache does not show yet. The create
-	// finds it, and the label is taken back before yielding.
-	var early <-chan labelResult
-	if c.labelEarly(pod, d.pgName) {
-		ch := make(chan labelResult, 1)
-		early = ch
-		go func() {
-			wrote, err := c.labelMember(ctx, pod, d.pgName)
-			ch <- labelResult{wrote, err}
-		}()
-	}
 	msg, prio, err := c.ensurePodGroup(ctx, d.pg)
-	var lr labelResult
-	if early != nil {
-		lr = <-early
-	}
 	if err != nil {
 		errorsTotal.WithLabelValues(reasonPodGroup).Inc()
 		return err
 	} else if msg != "" {
 		c.priorities.remove(key)
-		if lr.wrote || c.weLabelled(pod.UID, d.pgName) {
-			if err := c.unlabel(ctx, pod, d.pgName); err != nil {
-				return err
-			}
-		}
 		c.yield(ctx, pod, msg)
 		return nil
 	}
 	c.notePriorityMixed(d, pod, prio)
-	if early == nil {
-		lr.wrote, lr.err = c.labelMember(ctx, pod, d.pgName)
-	}
-	if lr.err != nil {
-		return lr.err
-	}
-	// Observed once per pod, when both its label and PodGroup are written.
-	if _, seen := c.labelled.LoadOrStore(pod.UID, struct{}{}); !seen && lr.wrote {
-		podToPodGroup.Observe(c.clock.Since(pod.CreationTimestamp.Time).Seconds())
-	}
-	return nil
-}
-
-// labelResult is the outcome of labelMember run beside the PodGroup's write.
-type labelResult struct {
-	wrote bool
-	err   error
-}
-
-// labelEarly reports whether pod's label may be written before its
-// PodGroup: only when the write adds the label and nothing else (so
-// taking it back restores the pod), and the cache does not already show
-// a PodGroup of that name that is not muster's (then nothing is written).
-func (c *Controller) labelEarly(pod *corev1.Pod, pgName string) bool {
-	if pod.Labels[api.LabelPodGroup] == pgName {
-		return false
-	}
-	drop := map[string]any{}
-	if dropMarker(pod, drop); len(drop) > 0 {
-		return false
-	}
-	pg, err := c.cachedPodGroup(pod.Namespace, pgName)
-	return apierrors.IsNotFound(err) || (err == nil && isMusterPodGroup(pg))
-}
-
-// weLabelled reports whether this process's last write to the pod left it
-// labelled with pgName.
-func (c *Controller) weLabelled(uid types.UID, pgName string) bool {
-	w, ok := c.written.Load(uid)
-	return ok && strings.HasPrefix(w.(string), pgName+"\x00")
-}
-
-// unlabel takes back a pod-group label written before its PodGroup's
-// create found someone else's PodGroup of that name. The patch tests the
-// value first: a label set by someone else since stays.
-func (c *Controller) unlabel(ctx context.Context, pod *corev1.Pod, pgName string) error {
-	path := "/metadata/labels/" + strings.ReplaceAll(strings.ReplaceAll(api.LabelPodGroup, "~", "~0"), "/", "~1")
-	patch, err := json.Marshal([]map[string]any{
-		{"op": "test", "path": path, "value": pgName},
-		{"op": "remove", "path": path},
-	})
-	if err != nil {
-		return err
-	}
-	got, err := c.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
-	switch {
-	case err == nil:
-		c.written.Store(got.UID, ourMarks(got))
-		return nil
-	case apierrors.IsNotFound(err):
-		return nil // deleted meanwhile
-	case apierrors.IsInvalid(err):
-		// The test failed: the label is no longer ours to take back.
-		c.written.Delete(pod.UID)
-		return nil
-	default:
-		errorsTotal.WithLabelValues(reasonPodPatch).Inc()
-		return fmt.Errorf("taking back the pod-group label of pod %s/%s: %w", pod.Namespace, pod.Name, err)
-	}
+	return c.labelMember(ctx, pod, d.pgName)
 }
 
 // foreignMarker returns why another gang mechanism owns pod, or "".
@@ -512,9 +419,8 @@ func (c *Controller) writePodGroup(ctx context.Context, want *schedv1alpha1.PodG
 
 // labelMember labels pod with its PodGroup and drops a gang-free marker left
 // from an earlier decision. Only these keys are written (merge patch):
-// labels and annotations of others stay. It reports whether it wrote the
-// label.
-func (c *Controller) labelMember(ctx context.Context, pod *corev1.Pod, pgName string) (bool, error) {
+// labels and annotations of others stay.
+func (c *Controller) labelMember(ctx context.Context, pod *corev1.Pod, pgName string) error {
 	labels := map[string]any{}
 	annotations := map[string]any{}
 	if pod.Labels[api.LabelPodGroup] != pgName {
@@ -529,9 +435,12 @@ func (c *Controller) labelMember(ctx context.Context, pod *corev1.Pod, pgName st
 		annotations[api.AnnotationGroupingReason] = nil
 	}
 	if err := c.patchPod(ctx, pod, labels, annotations); err != nil {
-		return false, err
+		return err
 	}
-	return len(labels) > 0, nil
+	if _, seen := c.labelled.LoadOrStore(pod.UID, struct{}{}); !seen && len(labels) > 0 {
+		podToPodGroup.Observe(c.clock.Since(pod.CreationTimestamp.Time).Seconds())
+	}
+	return nil
 }
 
 // dropMarker removes the gang-free marker from pod, under either key.

@@ -1179,8 +1179,9 @@ func pgrCheckFixture(t *testing.T, ns, defName, workload string, want pgrFixture
 // BenchmarkPodGrouperLatency measures pod create → PodGroup written and pod
 // labelled, at 500 pods/s: 250 JobSet-shaped gangs of 8 pods (one Job of
 // parallelism 8 each, replayed with spec.managedBy so the test creates the
-// pods at the chosen rate). The pod-grouper writes the label and the
-// PodGroup at once, so the end is whichever a watch sees later. Reports
+// pods at the chosen rate). The end is when a watch has seen both the
+// pod's label and its PodGroup, whichever came later, so the number keeps
+// its meaning whatever order the pod-grouper writes them in. Reports
 // p10, p50 and p99 in milliseconds, and the creation rate reached (the
 // target is 500/s; a loaded machine sends fewer).
 func BenchmarkPodGrouperLatency(b *testing.B) {
@@ -1239,8 +1240,8 @@ func BenchmarkPodGrouperLatency(b *testing.B) {
 		// The clock starts when the create call returns (the pod exists in
 		// the API), so the API server's own create latency under load is
 		// not counted, and stops when the pod is labelled and its
-		// PodGroup exists, whichever is later (the pod-grouper writes them
-		// at once); what is seen before the create returns counts as 0.
+		// PodGroup exists, whichever is later; what is seen before the
+		// create returns counts as 0.
 		// The null labeller writes no PodGroup: its label alone counts.
 		labelledAt := map[string]time.Time{}
 		labelOf := map[string]string{}
