@@ -174,14 +174,18 @@ func newBarrierEnv(t *testing.T, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := testingclock.NewFakeClock(t0)
-	fh := &allowRecorder{Framework: f}
-	pl := newTestPlugin(t, ctx, fh, clk, pgs)
+	// The pods are in the cache before the plugin starts, as after an
+	// informer's sync: the plugin's PodGroup sync then activates them
+	// (waitForPodGroups). Added afterwards, they were missed whenever that
+	// sync came first, since a store add calls no handler.
 	for _, p := range pods {
 		if err := inf.Core().V1().Pods().Informer().GetStore().Add(p); err != nil {
 			t.Fatal(err)
 		}
 	}
+	clk := testingclock.NewFakeClock(t0)
+	fh := &allowRecorder{Framework: f}
+	pl := newTestPlugin(t, ctx, fh, clk, pgs)
 	// The PodGroup informer syncs in the background (stepping the fake
 	// clock by its 100 ms polls); nothing here waits on the fake clock.
 	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {

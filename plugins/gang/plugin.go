@@ -17,6 +17,8 @@ import (
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -104,6 +106,10 @@ type Plugin struct {
 	// current reason and the one last recorded as an event (noteWaiting).
 	waitMu  sync.Mutex
 	waiting map[types.UID]*waitState
+	// waitEvents holds the waits whose event is due, for one writer
+	// (writeWaitEvents) that spends waitBudget on them.
+	waitEvents workqueue.TypedInterface[*waitState]
+	waitBudget waitBudget
 
 	// woken holds the gangs one of whose members a capacity hint queued
 	// and none of whose members has been tried since (wakeOne). Its own
@@ -177,6 +183,8 @@ func newPlugin(ctx context.Context, args *Args, h fwk.Handle, pgClient pgclients
 		backlog:           newBindBacklog(),
 		created:           map[types.NamespacedName]time.Time{},
 		waiting:           map[types.UID]*waitState{},
+		waitEvents:        workqueue.NewTyped[*waitState](),
+		waitBudget:        flowcontrol.NewTokenBucketRateLimiter(waitEventQPS, waitEventBurst),
 		woken:             map[types.NamespacedName]bool{},
 	}
 	if r, ok := h.(preFilterRunner); ok {
@@ -239,9 +247,11 @@ func newPlugin(ctx context.Context, args *Args, h fwk.Handle, pgClient pgclients
 	go p.waitForPodGroups(ctx, pgInformer.Informer())
 	go p.status.run(ctx)
 	go p.evictLoop(ctx)
+	go p.writeWaitEvents(ctx)
 	go func() {
 		<-ctx.Done()
 		factory.Shutdown()
+		p.waitEvents.ShutDown()
 	}()
 	return p, nil
 }

@@ -151,14 +151,32 @@ func (p *Plugin) gangReadiness(key types.NamespacedName) string {
 // delay, and again within this delay of each later change.
 const waitEventDelay = 2 * time.Second
 
+// waitEventQPS and waitEventBurst bound the wait events the plugin writes
+// in all. When the pod-grouper falls behind a burst of creates, every new
+// pod waits longer than waitEventDelay: at 50 000 pods that was one event
+// per pod, a third of the API server's writes, which slowed the
+// pod-grouper further (BENCHMARKS.md, issue 18, session 8). The first
+// waits of a burst are shown at once; the others in the order they began,
+// as long as they last.
+const (
+	waitEventQPS   = 10
+	waitEventBurst = 100
+)
+
+// waitBudget is the part of a client-go rate limiter the event writer uses.
+type waitBudget interface {
+	Wait(ctx context.Context) error
+}
+
 // waitState is one pod's wait in PreEnqueue. Guarded by Plugin.waitMu.
 type waitState struct {
 	pod      *v1.Pod
 	reason   string // the current reason
 	recorded string // the reason last recorded as an event
-	// timer records the current reason when it fires; nil when none is
-	// pending. At most one is pending per pod, so a pod whose reason keeps
-	// changing writes at most one event per waitEventDelay.
+	// timer hands the wait to the event writer (waitEvents) when it fires;
+	// nil when no event is pending. At most one is pending per pod, so a
+	// pod whose reason keeps changing writes at most one event per
+	// waitEventDelay.
 	timer clock.Timer
 }
 
@@ -174,32 +192,67 @@ func (p *Plugin) noteWaiting(pod *v1.Pod, reason string) {
 	}
 	w.pod, w.reason = pod, reason
 	if w.timer == nil && reason != w.recorded {
-		// The callback starts a goroutine: a fake clock runs AfterFunc
-		// callbacks under its own lock, and stopWaiting stops timers while
-		// holding waitMu.
-		w.timer = p.clock.AfterFunc(waitEventDelay, func() { go p.recordWaiting(pod.UID, w) })
+		// The callback takes no lock of the plugin's: a fake clock runs
+		// AfterFunc callbacks under its own lock, and stopWaiting stops
+		// timers while holding waitMu.
+		w.timer = p.clock.AfterFunc(waitEventDelay, func() { p.waitEvents.Add(w) })
+	}
+}
+
+// writeWaitEvents records the waits handed to it, one at a time, within
+// the budget, until the plugin stops.
+func (p *Plugin) writeWaitEvents(ctx context.Context) {
+	for {
+		w, shutdown := p.waitEvents.Get()
+		if shutdown {
+			return
+		}
+		p.recordWaiting(ctx, w)
+		p.waitEvents.Done(w)
 	}
 }
 
 // recordWaiting records w's current reason as an event if the pod still
-// waits (w is still its wait) and the reason was not recorded yet.
-func (p *Plugin) recordWaiting(uid types.UID, w *waitState) {
+// waits (w is still its wait) and the reason was not recorded yet. A wait
+// that ended, or whose reason is shown already, costs no budget.
+func (p *Plugin) recordWaiting(ctx context.Context, w *waitState) {
+	if !p.waitPending(w) {
+		return
+	}
+	if err := p.waitBudget.Wait(ctx); err != nil {
+		return // stopping
+	}
 	p.waitMu.Lock()
-	if p.waiting[uid] != w {
+	if !p.waitPendingLocked(w) {
 		p.waitMu.Unlock()
 		return
 	}
 	w.timer = nil
 	pod, reason := w.pod, w.reason
-	if reason == w.recorded {
-		p.waitMu.Unlock()
-		return
-	}
 	w.recorded = reason
 	p.waitMu.Unlock()
 	if r := p.h.EventRecorder(); r != nil {
 		r.Eventf(pod, nil, v1.EventTypeNormal, "GangWaiting", "Scheduling", "%s", reason)
 	}
+}
+
+// waitPending reports whether w is still its pod's wait with a reason not
+// yet recorded; if not, the handed-over event is dropped.
+func (p *Plugin) waitPending(w *waitState) bool {
+	p.waitMu.Lock()
+	defer p.waitMu.Unlock()
+	return p.waitPendingLocked(w)
+}
+
+func (p *Plugin) waitPendingLocked(w *waitState) bool {
+	if p.waiting[w.pod.UID] != w {
+		return false
+	}
+	if w.reason == w.recorded {
+		w.timer = nil
+		return false
+	}
+	return true
 }
 
 // stopWaiting forgets the pod's wait (it passed PreEnqueue or is gone) and

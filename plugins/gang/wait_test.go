@@ -4,12 +4,14 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -187,5 +189,107 @@ func TestCapacityHintQueuesOneMemberPerGang(t *testing.T) {
 		// Leave both gangs wakeable for the next hint.
 		e.pl.wakeConsumed(types.NamespacedName{Namespace: "ns", Name: "g"})
 		e.pl.wakeConsumed(types.NamespacedName{Namespace: "ns", Name: "h"})
+	}
+}
+
+// gatedBudget hands out wait-event tokens only as the test grants them,
+// and counts the writer's requests.
+type gatedBudget struct {
+	tokens  chan struct{}
+	entered chan struct{}
+	calls   atomic.Int32
+}
+
+func (b *gatedBudget) Wait(ctx context.Context) error {
+	b.calls.Add(1)
+	b.entered <- struct{}{}
+	select {
+	case <-b.tokens:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Wait events share one budget: past it the writer waits for tokens, and a
+// wait that ended before its turn costs none.
+func TestWaitEventsStayWithinBudget(t *testing.T) {
+	e := newBarrierEnv(t, []*v1.Node{gpuNode("n1", 8)}, nil, nil)
+	drain(e.recorder)
+	budget := &gatedBudget{tokens: make(chan struct{}, 10), entered: make(chan struct{}, 10)}
+	e.pl.waitBudget = budget
+	budget.tokens <- struct{}{}
+	budget.tokens <- struct{}{}
+	ctx := context.Background()
+	var pods []*v1.Pod
+	for _, name := range []string{"u0", "u1", "u2", "u3", "u4"} {
+		p := gpuPod(name, 1) // unlabelled: waits for the pod-grouper
+		if st := e.pl.PreEnqueue(ctx, p); st.IsSuccess() {
+			t.Fatalf("%s passed PreEnqueue unlabelled", name)
+		}
+		pods = append(pods, p)
+	}
+	e.clk.Step(waitEventDelay)
+	for range 2 {
+		if ev := nextEvent(t, e.recorder); !strings.Contains(ev, "waiting for the pod-grouper") {
+			t.Errorf("event %q, want the pod-grouper wait", ev)
+		}
+	}
+	// The writer asks for a third token and holds its wait until granted:
+	// no third event can be written meanwhile.
+	for range 3 {
+		select {
+		case <-budget.entered:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the event writer asked for fewer than 3 tokens")
+		}
+	}
+	if got := drain(e.recorder); len(got) != 0 {
+		t.Fatalf("events %q past the budget", got)
+	}
+	// The three waits left end; the one the writer holds is dropped once
+	// its token comes, the other two cost nothing.
+	recorded := map[string]bool{}
+	for _, p := range pods {
+		recorded[p.Name] = true
+	}
+	for _, p := range pods {
+		if tracked, timer := pendingWait(e.pl, p.UID); tracked && timer {
+			delete(recorded, p.Name)
+			e.pl.onPodDelete(p)
+		}
+	}
+	if len(recorded) != 2 {
+		t.Fatalf("%d waits recorded, want 2", len(recorded))
+	}
+	budget.tokens <- struct{}{}
+	// A later wait is written after every earlier one was handled (one
+	// writer, first in first out): two token requests, not four.
+	late := gpuPod("late", 1, inGang("late")) // waits for its PodGroup
+	if st := e.pl.PreEnqueue(ctx, late); st.IsSuccess() {
+		t.Fatal("late passed PreEnqueue without its PodGroup")
+	}
+	budget.tokens <- struct{}{}
+	e.clk.Step(waitEventDelay)
+	if ev := nextEvent(t, e.recorder); !strings.Contains(ev, "PodGroup ns/late") {
+		t.Errorf("event %q, want the late pod's", ev)
+	}
+	if got := drain(e.recorder); len(got) != 0 {
+		t.Errorf("events %q for waits that ended", got)
+	}
+	if n := budget.calls.Load(); n != 4 {
+		t.Errorf("%d token requests, want 4 (2 written, 1 held when its wait ended, 1 late)", n)
+	}
+}
+
+// The shipped budget is a token bucket of waitEventQPS and waitEventBurst.
+func TestWaitBudgetIsBounded(t *testing.T) {
+	e := newBarrierEnv(t, nil, nil, nil)
+	rl, ok := e.pl.waitBudget.(flowcontrol.RateLimiter)
+	if !ok {
+		t.Fatalf("wait budget %T, want a client-go rate limiter", e.pl.waitBudget)
+	}
+	if got := rl.QPS(); got != waitEventQPS {
+		t.Errorf("wait events at %v/s, want %v", got, waitEventQPS)
 	}
 }

@@ -276,6 +276,7 @@ func BenchmarkMemory(b *testing.B) {
 			exist, labelled, bound := count.counts()
 			b.Logf("%s%4.0fs: %d pods exist, %d labelled, %d bound; RSS %s; load %s", prefix, time.Since(start).Seconds(), exist, labelled, bound, rssLine(procs), loadAvg())
 		}
+		writesBefore := apiWritesByKind()
 		created := make(chan error, 1)
 		go func() { created <- createJobSetShapedPodsN(ctx, b, ns, sched, gangs, perGang, clients) }()
 		// Done when every pod is labelled and the cluster is full: 8 GPUs
@@ -308,6 +309,9 @@ func BenchmarkMemory(b *testing.B) {
 		close(stopSampling)
 		sampling.Wait()
 		progress("end ")
+		// Everyone's writes, the harness's creates included: the API
+		// server both binaries wait on is shared.
+		b.Logf("API writes during the run: %s", writesDelta(writesBefore, apiWritesByKind()))
 		_, labelled, bound := count.counts()
 		if createErr != nil {
 			b.Fatal(createErr)
