@@ -195,9 +195,9 @@ func NewController(ctx context.Context, c Clients, defs Definitions, recorder re
 
 	ctrl.pgFactory = pginformers.NewSharedInformerFactoryWithOptions(c.PodGroups, 0, pginformers.WithTransform(stripManagedFields))
 	pgInformer := ctrl.pgFactory.Scheduling().V1alpha1().PodGroups()
-	ctrl.pgWritten = cache.NewIntegerResourceVersionMutationCacheWithOptions(klog.FromContext(ctx), pgInformer.Informer().GetStore(), cache.MutationCacheOptions{
+	ctrl.pgWritten = newWriteOverlay(cache.NewIntegerResourceVersionMutationCacheWithOptions(klog.FromContext(ctx), pgInformer.Informer().GetStore(), cache.MutationCacheOptions{
 		TTL: pgWrittenTTL, IncludeAdds: true, MaxCacheSize: 4096,
-	})
+	}), pgInformer.Informer().GetStore(), pgWrittenTTL, ctrl.clock)
 	ctrl.pgLocks = keymutex.NewHashed(0)
 	if _, err := pgInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { ctrl.pgWrittenSeen(obj, false) },
