@@ -154,8 +154,8 @@ const waitEventDelay = 2 * time.Second
 // waitEventQPS and waitEventBurst bound the wait events the plugin writes
 // in all. When the pod-grouper falls behind a burst of creates, every new
 // pod waits longer than waitEventDelay: at 50 000 pods that was one event
-// per pod, a third of the API server's writes, which slowed the
-// pod-grouper further (BENCHMARKS.md, issue 18, session 8). The first
+// per pod, the largest kind of write the API server took while the
+// pod-grouper waited on it (BENCHMARKS.md, issue 18, session 8). The first
 // waits of a burst are shown at once; the others in the order they began,
 // as long as they last.
 const (
@@ -237,7 +237,8 @@ func (p *Plugin) recordWaiting(ctx context.Context, w *waitState) {
 }
 
 // waitPending reports whether w is still its pod's wait with a reason not
-// yet recorded; if not, the handed-over event is dropped.
+// yet recorded. When the reason is recorded already, the hand-over ends
+// here (timer cleared) so that the next new reason schedules an event.
 func (p *Plugin) waitPending(w *waitState) bool {
 	p.waitMu.Lock()
 	defer p.waitMu.Unlock()
