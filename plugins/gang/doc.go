@@ -48,5 +48,8 @@
 // muster victim gang gets a Preempted event on its PodGroup. While victims
 // terminate the preemptor keeps the plan made without them (other gangs'
 // plans count it as held), its members are nominated, and it does not
-// preempt again.
+// preempt again. Outside that wait a member holds no nomination: one it
+// carries (a scheduler that died before binding leaves them in the pod's
+// status) is cleared the first time it is refused, and a member waiting for
+// its gang to form is let through PreEnqueue once for that.
 package gang

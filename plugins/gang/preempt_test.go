@@ -177,8 +177,12 @@ func TestPostFilterPreemptsWholeGang(t *testing.T) {
 	if st.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st.Message(), "waiting for 4 of 4 victim pods to terminate") {
 		t.Fatalf("PreFilter while victims terminate: %v", st)
 	}
-	if _, st := e.pl.PostFilter(e.ctx, state, pending[1], nil); st.IsSuccess() || !strings.Contains(st.Message(), "waiting for") {
+	res, st = e.pl.PostFilter(e.ctx, state, pending[1], nil)
+	if st.IsSuccess() || !strings.Contains(st.Message(), "waiting for") {
 		t.Errorf("PostFilter while victims terminate: %v, want the wait, no new preemption", st)
+	}
+	if res != nil && res.Mode() != fwk.ModeNoop {
+		t.Errorf("PostFilter while victims terminate: nominating %+v, want the members' nominations kept", res.NominatingInfo)
 	}
 
 	// The victims go (the informer and the next snapshot no longer hold
@@ -242,7 +246,8 @@ func TestPostFilterDoesNotPreempt(t *testing.T) {
 				t.Fatalf("PreFilter on a full cluster: success")
 			}
 			res, st := e.pl.PostFilter(e.ctx, state, pending[0], nil)
-			if st.Code() != fwk.UnschedulableAndUnresolvable || res != nil || !strings.Contains(st.Message(), tc.want) {
+			// No node is nominated (a refused member's nomination is dropped).
+			if st.Code() != fwk.UnschedulableAndUnresolvable || (res != nil && res.NominatingInfo.NominatedNodeName != "") || !strings.Contains(st.Message(), tc.want) {
 				t.Errorf("PostFilter: %v %+v, want UnschedulableAndUnresolvable saying %q", st, res, tc.want)
 			}
 			for _, a := range e.cs.Actions() {

@@ -52,6 +52,12 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	if pg == nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, plan.PodGroupNotFound(key.String()))
 	}
+	if reason := p.gangReadiness(key); reason != "" {
+		// PreEnqueue let a waiting member through to clear its nomination
+		// (or the gang lost a member since): no plan, no preemption.
+		state.Write(stateKey, &cycleState{gang: key, forming: reason})
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
+	}
 	// The backlog first: it is almost always below its bound, and asking
 	// it costs no second hold of p.mu per member.
 	if p.backlog.full() && !p.hasPlan(key) {
@@ -345,13 +351,44 @@ func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.P
 	case kindNative:
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	default:
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
+		// Refused for good until someone acts: hold no room meanwhile.
+		return dropNomination(), fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
 	}
 	cs := readCycleState(state)
+	if cs != nil && cs.forming != "" {
+		return dropNomination(), fwk.NewStatus(fwk.UnschedulableAndUnresolvable, cs.forming)
+	}
 	if cs == nil || cs.node == "" {
-		return p.preemptForGang(ctx, pod, key)
+		res, status := p.preemptForGang(ctx, pod, key)
+		if res == nil && !p.preempting(key) {
+			res = dropNomination()
+		}
+		return res, status
 	}
 	msg := fmt.Sprintf("gang %s: member %s no longer fits its planned node %s; re-planning the gang", cs.gang, klog.KObj(pod), cs.node)
 	p.release(cs.gang, msg)
-	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	return dropNomination(), fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+}
+
+// dropNomination clears a refused member's nomination, in the scheduler's
+// queue and in the pod's status (the framework writes it with the
+// PodScheduled condition it writes anyway). A member is nominated for its
+// gang's plan or preemption only; a nomination that outlived them — left
+// by a scheduler that died between nominating and binding, or by a plan
+// since dropped — would hold room for a pod that does not come: the
+// framework's filters count nominated pods on their node while the planner
+// plans with the node's pods, so every gang planned there would fail it and
+// be planned there again (TestFaultStaleNominations), and a cluster
+// autoscaler counts the pod on that node.
+func dropNomination() *fwk.PostFilterResult {
+	return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride}}
+}
+
+// preempting reports whether gang key waits for the victims of its
+// preemption; its members' nominations hold the room being freed.
+func (p *Plugin) preempting(key types.NamespacedName) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	g, ok := p.gangs[key]
+	return ok && g.preempting != nil
 }

@@ -218,6 +218,9 @@ func (p *Plugin) held(skip types.NamespacedName, now time.Time) map[string][]fwk
 type cycleState struct {
 	gang types.NamespacedName
 	node string // planned node, "" when PreFilter rejected
+	// forming is why the gang is not complete yet, when PreFilter refused
+	// the member for it (PreEnqueue let it through to clear a nomination).
+	forming string
 }
 
 // Clone shares the value: it is never changed after Write.

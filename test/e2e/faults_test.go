@@ -849,3 +849,59 @@ func TestFaultMemberBoundOutsideBarrier(t *testing.T) {
 	waitGangBound(t, ns, "g", 2, settleWindow)
 	t.Logf("a bound %s after b", time.Since(begin).Round(time.Millisecond))
 }
+
+// TestFaultStaleNominations: a scheduler that dies after writing its
+// members' nominatedNodeName and before binding them leaves the nominations
+// behind. The next scheduler's queue records a pod's nomination even while
+// the pod waits in PreEnqueue, keeps it across failed attempts, and its
+// filters count the pod on that node; the gang planner does not. A gang that
+// cannot be completed (a member evicted: its others wait for good) or never
+// fits would so hold room nobody uses, and every gang planned onto it would
+// fail its node and be planned there again. What must hold: the room goes to
+// the gang that fits, and the stale nominations are cleared in the API (a
+// cluster autoscaler counts a nominated pod on its node; so would the next
+// scheduler).
+func TestFaultStaleNominations(t *testing.T) {
+	ns := testNamespace(t, "fault-nnn-")
+	sched := "muster-" + ns
+	gpuPool(t, ns, 1, 8)
+	node := ns + "-0"
+	stale := func(g string, minMember int32, n int, gpus int64) []string {
+		createPodGroup(t, ns, g, minMember, nil)
+		var names []string
+		for i := range n {
+			pod := makePod(ns, podSpec{name: fmt.Sprintf("%s-%d", g, i), scheduler: sched, pool: ns, gang: g, gpus: gpus})
+			got, err := controlPlane.Client.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got.Status.NominatedNodeName = node
+			if _, err := controlPlane.Client.CoreV1().Pods(ns).UpdateStatus(context.Background(), got, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, got.Name)
+		}
+		return names
+	}
+	// Two of three members left: they wait in PreEnqueue for good.
+	nominated := stale("left", 3, 2, 4)
+	// Complete, but 16 GPUs on one 8-GPU node: tried and refused.
+	nominated = append(nominated, stale("big", 2, 2, 8)...)
+	startGangScheduler(t, sched, faultSchedulerArgs)
+	createPodGroup(t, ns, "fits", 2, nil)
+	createGangPods(t, ns, 2, podSpec{name: "fits", scheduler: sched, pool: ns, gang: "fits", gpus: 4})
+	waitGangBound(t, ns, "fits", 2, gangTimeout)
+	waitFor(t, gangTimeout, "stale nominations cleared", func(ctx context.Context) (bool, string, error) {
+		var left []string
+		for _, name := range nominated {
+			p, err := controlPlane.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, "", err
+			}
+			if p.Status.NominatedNodeName != "" {
+				left = append(left, name+"→"+p.Status.NominatedNodeName)
+			}
+		}
+		return len(left) == 0, fmt.Sprintf("still nominated: %v", left), nil
+	})
+}

@@ -1,0 +1,70 @@
+package gang
+
+import (
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+)
+
+func nominatedTo(node string) podOpt {
+	return func(p *v1.Pod) { p.Status.NominatedNodeName = node }
+}
+
+// A member its gang cannot use now holds no room: a nomination it carries
+// (left by a scheduler that died before binding, or by a dropped plan) is
+// cleared when it is refused, and a member waiting for its gang to form is
+// let through PreEnqueue once for that, then refused with the wait's reason.
+// A member without a nomination keeps waiting in PreEnqueue, and members of
+// a gang whose preemption is under way keep theirs
+// (TestPostFilterPreemptsWholeGang).
+func TestRefusedMembersDropNominations(t *testing.T) {
+	tests := []struct {
+		name      string
+		pgs       []*schedv1alpha1.PodGroup
+		pods      []*v1.Pod // pods[0] is tried
+		enqueued  bool      // PreEnqueue lets pods[0] through
+		want      string    // in the refusal
+		wantDrops bool
+	}{
+		{"forming, nominated", []*schedv1alpha1.PodGroup{podGroup("left", 3)},
+			[]*v1.Pod{gpuPod("left-a", 1, inGang("left"), nominatedTo("n1")), gpuPod("left-b", 1, inGang("left"), nominatedTo("n1"))},
+			true, "2 of 3", true},
+		{"forming, not nominated", []*schedv1alpha1.PodGroup{podGroup("left", 3)},
+			[]*v1.Pod{gpuPod("left-a", 1, inGang("left")), gpuPod("left-b", 1, inGang("left"))},
+			false, "", false},
+		{"no placement, nominated", []*schedv1alpha1.PodGroup{podGroup("big", 2)},
+			[]*v1.Pod{gpuPod("big-a", 4, inGang("big"), nominatedTo("n1")), gpuPod("big-b", 4, inGang("big"), nominatedTo("n1"))},
+			true, "gang ns/big", true},
+		{"held by the pod-grouper, nominated", nil,
+			[]*v1.Pod{gpuPod("held", 1, held("no workload"), nominatedTo("n1"))},
+			true, "muster cannot compute the pod's gang", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newBarrierEnv(t, []*v1.Node{gpuNode("n1", 4)}, tc.pgs, tc.pods)
+			pod := tc.pods[0]
+			if st := e.pl.PreEnqueue(e.ctx, pod); (st == nil) != tc.enqueued {
+				t.Fatalf("PreEnqueue %v, want let through: %v", st, tc.enqueued)
+			}
+			if !tc.enqueued {
+				return
+			}
+			state := framework.NewCycleState()
+			if _, st := e.pl.PreFilter(e.ctx, state, pod, nil); st.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st.Message(), tc.want) {
+				t.Fatalf("PreFilter %v, want UnschedulableAndUnresolvable with %q", st, tc.want)
+			}
+			res, st := e.pl.PostFilter(e.ctx, state, pod, nil)
+			if st.Code() != fwk.UnschedulableAndUnresolvable {
+				t.Errorf("PostFilter %v, want UnschedulableAndUnresolvable", st)
+			}
+			drops := res != nil && res.Mode() == fwk.ModeOverride && res.NominatingInfo.NominatedNodeName == ""
+			if drops != tc.wantDrops {
+				t.Errorf("PostFilter result %+v: drops the nomination %v, want %v", res, drops, tc.wantDrops)
+			}
+		})
+	}
+}
