@@ -132,7 +132,7 @@ func Build(in Input) []*Unit {
 	for _, ni := range in.Nodes {
 		for _, pi := range ni.GetPods() {
 			pod := pi.GetPod()
-			if pod.DeletionTimestamp != nil || (in.Own != nil && in.Own(pod)) {
+			if !in.candidate(pod) {
 				continue
 			}
 			kind, key, name, mechanism := unitOf(pod)
@@ -181,15 +181,18 @@ func anyLowerPriority(in Input) bool {
 	for _, ni := range in.Nodes {
 		for _, pi := range ni.GetPods() {
 			pod := pi.GetPod()
-			if pod.DeletionTimestamp != nil || (in.Own != nil && in.Own(pod)) {
-				continue
-			}
-			if corev1helpers.PodPriority(pod) < in.Priority {
+			if in.candidate(pod) && corev1helpers.PodPriority(pod) < in.Priority {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// candidate reports whether Build groups pod: not being deleted already
+// and not the preemptor's own.
+func (in Input) candidate(pod *v1.Pod) bool {
+	return pod.DeletionTimestamp == nil && (in.Own == nil || !in.Own(pod))
 }
 
 // extras are the bound members of an elastic gang above its quorum, the
