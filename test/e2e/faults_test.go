@@ -389,20 +389,29 @@ func TestFaultSchedulerKills(t *testing.T) {
 	t.Logf("all gangs created %s after the start", time.Since(begin).Round(time.Millisecond))
 
 	// Every gang runs in the end, unless its bound members were evicted.
-	var evicted []string
-	waitFor(t, gangTimeout, "every gang bound whole, or none bound with members evicted", gangsBound(ns, func(bound, total map[string]int) bool {
-		evicted = evicted[:0]
+	var evicted, unsettled []string
+	if err := localcluster.WaitFor(context.Background(), gangTimeout, "every gang bound whole, or none bound with members evicted", gangsBound(ns, func(bound, total map[string]int) bool {
+		evicted, unsettled = evicted[:0], unsettled[:0]
 		for g, n := range size {
 			switch {
 			case bound[g] == n:
 			case bound[g] == 0 && total[g] < n:
 				evicted = append(evicted, g)
 			default:
-				return false
+				unsettled = append(unsettled, g)
 			}
 		}
-		return true
-	}))
+		return len(unsettled) == 0
+	})); err != nil {
+		// Say why the gangs left wait: their pods' conditions and
+		// nominations, and the events on them.
+		sort.Strings(unsettled)
+		for _, g := range unsettled {
+			t.Logf("gang %s: %s", g, strings.Join(describeGangPods(t, ns, g), " | "))
+			t.Logf("gang %s events: %s", g, strings.Join(gangEvents(t, controlPlane, ns, g), " | "))
+		}
+		t.Fatal(err)
+	}
 	holdsFor(t, 2*time.Second, "no gang partly bound", gangsBound(ns, func(bound, _ map[string]int) bool { return len(l.partial(bound)) == 0 }))
 	sort.Strings(evicted)
 	t.Logf("all settled %s after the start: %d gangs ran whole, %d evicted %v", time.Since(begin).Round(time.Millisecond), gangs-len(evicted), len(evicted), evicted)
@@ -435,6 +444,27 @@ func gangEvents(t testing.TB, cp *localcluster.ControlPlane, ns, g string) []str
 		if r := e.Regarding; r.Name == g || strings.HasPrefix(r.Name, g+"-") {
 			out = append(out, fmt.Sprintf("%s %s/%s %s: %s", when(e).Format("15:04:05.000"), r.Kind, r.Name, e.Reason, e.Note))
 		}
+	}
+	return out
+}
+
+// describeGangPods lists the pods of gang g in ns (labelled gang=g) as
+// "name node=N nominated=M PodScheduled=status(reason: message)".
+func describeGangPods(t testing.TB, ns, g string) []string {
+	t.Helper()
+	pods, err := controlPlane.Client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "gang=" + g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range pods.Items {
+		cond := "-"
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled {
+				cond = fmt.Sprintf("%s(%s: %s)", c.Status, c.Reason, c.Message)
+			}
+		}
+		out = append(out, fmt.Sprintf("%s node=%s nominated=%s phase=%s PodScheduled=%s", p.Name, p.Spec.NodeName, p.Status.NominatedNodeName, p.Status.Phase, cond))
 	}
 	return out
 }
