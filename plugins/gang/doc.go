@@ -50,6 +50,7 @@
 // plans count it as held), its members are nominated, and it does not
 // preempt again. Outside that wait a member holds no nomination: one it
 // carries (a scheduler that died before binding leaves them in the pod's
-// status) is cleared the first time it is refused, and a member waiting for
-// its gang to form is let through PreEnqueue once for that.
+// status) is cleared the first time it is refused, a member waiting for
+// its gang to form is let through PreEnqueue once for that, and a fresh
+// plan drops the scheduler's copy of any member's nomination elsewhere.
 package gang

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -66,5 +68,42 @@ func TestRefusedMembersDropNominations(t *testing.T) {
 				t.Errorf("PostFilter result %+v: drops the nomination %v, want %v", res, drops, tc.wantDrops)
 			}
 		})
+	}
+}
+
+// A fresh plan drops the queue's stale nominations of the gang's pending
+// members: a member nominated elsewhere than its planned node would count
+// there in the framework's filters, and could keep its sibling off the node
+// the plan gives it (both members were nominated on n1, which holds one).
+func TestPlanDropsMembersStaleNominations(t *testing.T) {
+	pending := []*v1.Pod{
+		gpuPod("g-a", 4, inGang("g"), nominatedTo("n1")),
+		gpuPod("g-b", 4, inGang("g"), nominatedTo("n1")),
+	}
+	e := newPreemptEnv(t, []*v1.Node{gpuNode("n1", 4), gpuNode("n2", 4)}, []*schedv1alpha1.PodGroup{podGroup("g", 2)}, nil, pending)
+	// As the queue does when a pod is added: the nomination in its status.
+	for _, p := range pending {
+		pi, err := framework.NewPodInfo(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.fh.AddNominatedPod(klog.FromContext(e.ctx), pi, nil)
+	}
+	if n := len(e.fh.NominatedPodsForNode("n1")); n != 2 {
+		t.Fatalf("%d pods nominated on n1 before the plan, want 2 (the queue records the status)", n)
+	}
+	state := framework.NewCycleState()
+	if _, st := e.pl.PreFilter(e.ctx, state, pending[0], nil); !st.IsSuccess() {
+		t.Fatalf("PreFilter: %v", st)
+	}
+	e.pl.mu.Lock()
+	assigned := e.pl.gangs[types.NamespacedName{Namespace: "ns", Name: "g"}].plan.Assignments
+	e.pl.mu.Unlock()
+	for _, node := range []string{"n1", "n2"} {
+		for _, pi := range e.fh.NominatedPodsForNode(node) {
+			if got := assigned[pi.GetPod().UID]; got != node {
+				t.Errorf("%s still nominated on %s, planned on %q", pi.GetPod().Name, node, got)
+			}
+		}
 	}
 }

@@ -170,6 +170,14 @@ func (p *Plugin) planFor(ctx context.Context, pod *v1.Pod, pg *schedv1alpha1.Pod
 	g.planPods = map[types.UID]fwk.PodInfo{}
 	var siblings []*v1.Pod
 	for _, m := range pending {
+		// A nomination elsewhere is stale (dropNomination): the
+		// framework's filters would count the member there, and it may
+		// keep a sibling off the node the plan gives it. The queue's copy
+		// only: the status is cleared when the member is refused, or
+		// replaced when it is bound.
+		if nnn := m.Status.NominatedNodeName; nnn != "" && nnn != result.Assignments[m.UID] {
+			p.h.DeleteNominatedPodIfExists(m)
+		}
 		if _, ok := result.Assignments[m.UID]; ok {
 			pi, _ := framework.NewPodInfo(m)
 			g.planPods[m.UID] = pi
