@@ -28,27 +28,35 @@ func TestRefusedMembersDropNominations(t *testing.T) {
 		name      string
 		pgs       []*schedv1alpha1.PodGroup
 		pods      []*v1.Pod // pods[0] is tried
+		unsynced  bool      // the PodGroup informer has not synced
 		enqueued  bool      // PreEnqueue lets pods[0] through
 		want      string    // in the refusal
 		wantDrops bool
 	}{
 		{"forming, nominated", []*schedv1alpha1.PodGroup{podGroup("left", 3)},
 			[]*v1.Pod{gpuPod("left-a", 1, inGang("left"), nominatedTo("n1")), gpuPod("left-b", 1, inGang("left"), nominatedTo("n1"))},
-			true, "2 of 3", true},
+			false, true, "2 of 3", true},
 		{"forming, not nominated", []*schedv1alpha1.PodGroup{podGroup("left", 3)},
 			[]*v1.Pod{gpuPod("left-a", 1, inGang("left")), gpuPod("left-b", 1, inGang("left"))},
-			false, "", false},
+			false, false, "", false},
+		// PreFilter would say the PodGroup is missing.
+		{"nominated, PodGroups not known yet", []*schedv1alpha1.PodGroup{podGroup("left", 3)},
+			[]*v1.Pod{gpuPod("left-a", 1, inGang("left"), nominatedTo("n1")), gpuPod("left-b", 1, inGang("left"), nominatedTo("n1"))},
+			true, false, "", false},
 		{"no placement, nominated", []*schedv1alpha1.PodGroup{podGroup("big", 2)},
 			[]*v1.Pod{gpuPod("big-a", 4, inGang("big"), nominatedTo("n1")), gpuPod("big-b", 4, inGang("big"), nominatedTo("n1"))},
-			true, "gang ns/big", true},
+			false, true, "gang ns/big", true},
 		{"held by the pod-grouper, nominated", nil,
 			[]*v1.Pod{gpuPod("held", 1, held("no workload"), nominatedTo("n1"))},
-			true, "muster cannot compute the pod's gang", true},
+			false, true, "muster cannot compute the pod's gang", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newBarrierEnv(t, []*v1.Node{gpuNode("n1", 4)}, tc.pgs, tc.pods)
 			pod := tc.pods[0]
+			if tc.unsynced {
+				e.pl.pgSynced.Store(false)
+			}
 			if st := e.pl.PreEnqueue(e.ctx, pod); (st == nil) != tc.enqueued {
 				t.Fatalf("PreEnqueue %v, want let through: %v", st, tc.enqueued)
 			}

@@ -118,11 +118,13 @@ func (p *Plugin) PreEnqueue(_ context.Context, pod *v1.Pod) *fwk.Status {
 		reason = reasonWaitGrouper
 	case kindMember:
 		reason = p.gangReadiness(key)
-		if reason != "" && pod.Status.NominatedNodeName != "" {
+		if reason != "" && pod.Status.NominatedNodeName != "" && p.pgSynced.Load() {
 			// A waiting member holds no room, but the queue counts a
 			// nominated pod on its node even while it waits here. One
 			// try clears the nomination (PostFilter, dropNomination);
-			// PreFilter refuses it with this reason.
+			// PreFilter refuses it with this reason. Not before the
+			// PodGroups are known: PreFilter would say the PodGroup is
+			// missing.
 			reason = ""
 		}
 	}
