@@ -160,7 +160,7 @@ func (cp *ControlPlane) WaitPods(ctx context.Context, ns, selector string, n int
 }
 
 // DescribePod is a one-line summary of a pod for failure messages:
-// "web-1 Pending node=- PodScheduled=False(Unschedulable: 0/2 nodes …)".
+// "web-1 Pending node=- [terminating] [nominated=n1] PodScheduled=False(Unschedulable: 0/2 nodes …)".
 func DescribePod(p *corev1.Pod) string {
 	node := p.Spec.NodeName
 	if node == "" {
@@ -169,6 +169,9 @@ func DescribePod(p *corev1.Pod) string {
 	s := fmt.Sprintf("%s %s node=%s", p.Name, p.Status.Phase, node)
 	if p.DeletionTimestamp != nil {
 		s += " terminating"
+	}
+	if n := p.Status.NominatedNodeName; n != "" {
+		s += " nominated=" + n
 	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status != corev1.ConditionTrue {

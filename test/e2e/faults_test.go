@@ -448,8 +448,8 @@ func gangEvents(t testing.TB, cp *localcluster.ControlPlane, ns, g string) []str
 	return out
 }
 
-// describeGangPods lists the pods of gang g in ns (labelled gang=g) as
-// "name node=N nominated=M PodScheduled=status(reason: message)".
+// describeGangPods lists the pods of gang g in ns (labelled gang=g), one
+// localcluster.DescribePod line each.
 func describeGangPods(t testing.TB, ns, g string) []string {
 	t.Helper()
 	pods, err := controlPlane.Client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "gang=" + g})
@@ -457,14 +457,8 @@ func describeGangPods(t testing.TB, ns, g string) []string {
 		t.Fatal(err)
 	}
 	var out []string
-	for _, p := range pods.Items {
-		cond := "-"
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled {
-				cond = fmt.Sprintf("%s(%s: %s)", c.Status, c.Reason, c.Message)
-			}
-		}
-		out = append(out, fmt.Sprintf("%s node=%s nominated=%s phase=%s PodScheduled=%s", p.Name, p.Spec.NodeName, p.Status.NominatedNodeName, p.Status.Phase, cond))
+	for i := range pods.Items {
+		out = append(out, localcluster.DescribePod(&pods.Items[i]))
 	}
 	return out
 }
