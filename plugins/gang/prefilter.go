@@ -52,7 +52,7 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	if pg == nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, plan.PodGroupNotFound(key.String()))
 	}
-	if reason := p.gangReadiness(key); reason != "" {
+	if reason := p.missingMembers(key, pg); reason != "" {
 		// PreEnqueue let a waiting member through to clear its nomination
 		// (or the gang lost a member since): no plan, no preemption.
 		state.Write(stateKey, &cycleState{gang: key, forming: reason})

@@ -12,6 +12,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/util"
 	"k8s.io/utils/clock"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/muster-io/muster/api"
 	"github.com/muster-io/muster/plugins/gang/plan"
@@ -145,6 +146,12 @@ func (p *Plugin) gangReadiness(key types.NamespacedName) string {
 	if pg == nil {
 		return fmt.Sprintf("waiting for PodGroup %s to be created", key)
 	}
+	return p.missingMembers(key, pg)
+}
+
+// missingMembers returns why gang key, of PodGroup pg, waits for members,
+// or "" when minMember live members exist.
+func (p *Plugin) missingMembers(key types.NamespacedName, pg *schedv1alpha1.PodGroup) string {
 	if n, want := len(p.members(key)), minMember(pg); n < want {
 		return plan.WaitingForMembers(key.String(), n, want)
 	}
