@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
 	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	internalqueue "k8s.io/kubernetes/pkg/scheduler/backend/queue"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/metrics"
@@ -169,6 +170,9 @@ func newBarrierEnv(t *testing.T, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup
 		frameworkruntime.WithSnapshotSharedLister(internalcache.NewSnapshot(nil, nodes)),
 		frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()),
 		frameworkruntime.WithPodActivator(act),
+		// A real queue as the nominator, as in kube-scheduler: plans ask it
+		// for the pods nominated on their nodes.
+		frameworkruntime.WithPodNominator(internalqueue.NewTestQueue(ctx, nil)),
 		frameworkruntime.WithEventRecorder(rec),
 	)
 	if err != nil {

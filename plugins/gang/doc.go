@@ -53,4 +53,7 @@
 // status) is cleared the first time it is refused, a member waiting for
 // its gang to form is let through PreEnqueue once for that, and a fresh
 // plan drops the scheduler's copy of any member's nomination elsewhere.
+// Other pods' nominations of the gang's priority or more are room a plan
+// avoids when another placement exists (avoidNominated): the framework's
+// filters count them, the planner's snapshot does not.
 package gang

@@ -115,3 +115,56 @@ func TestPlanDropsMembersStaleNominations(t *testing.T) {
 		}
 	}
 }
+
+// A plan leaves room for the pods the framework's filters count on a node:
+// those nominated there with the member's priority or more (a preemptor
+// waiting for its victims). Without that, a plan onto their room failed at
+// the member's Filter and was made again onto the same room until they
+// bound. When no other room exists the plan is made anyway: a nomination
+// may be stale, and the member's attempt clears it.
+func TestPlanLeavesRoomForNominatedPods(t *testing.T) {
+	tests := []struct {
+		name      string
+		nodes     []*v1.Node
+		running   []*v1.Pod
+		nominated []*v1.Pod
+		want      string // every member's node
+	}{
+		{"preemptor on n1", []*v1.Node{gpuNode("n1", 8), gpuNode("n2", 8)}, nil,
+			[]*v1.Pod{gpuPod("lone", 8, prio(100), nominatedTo("n1"))}, "n2"},
+		{"preemptor on n2", []*v1.Node{gpuNode("n1", 8), gpuNode("n2", 8)}, nil,
+			[]*v1.Pod{gpuPod("lone", 8, prio(100), nominatedTo("n2"))}, "n1"},
+		{"room beside the nominated pod", []*v1.Node{gpuNode("n1", 16), gpuNode("n2", 8)}, nil,
+			[]*v1.Pod{gpuPod("lone", 8, prio(100), nominatedTo("n1")), gpuPod("other", 8, prio(100), nominatedTo("n2"))}, "n1"},
+		{"lower priority is not counted", []*v1.Node{gpuNode("n1", 8), gpuNode("n2", 8)},
+			[]*v1.Pod{gpuPod("busy", 8, boundTo("n2"))},
+			[]*v1.Pod{gpuPod("lone", 8, prio(-1), nominatedTo("n1"))}, "n1"},
+		{"no other room: the first plan stands", []*v1.Node{gpuNode("n1", 8), gpuNode("n2", 8)},
+			[]*v1.Pod{gpuPod("busy", 8, boundTo("n2"))},
+			[]*v1.Pod{gpuPod("lone", 8, prio(100), nominatedTo("n1"))}, "n1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			members := []*v1.Pod{gpuPod("g-a", 4, inGang("g")), gpuPod("g-b", 4, inGang("g"))}
+			e := newPreemptEnv(t, tt.nodes, []*schedv1alpha1.PodGroup{podGroup("g", 2)}, tt.running, append(members, tt.nominated...))
+			for _, p := range tt.nominated {
+				pi, err := framework.NewPodInfo(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				e.fh.AddNominatedPod(klog.FromContext(e.ctx), pi, nil)
+			}
+			if _, st := e.pl.PreFilter(e.ctx, framework.NewCycleState(), members[0], nil); !st.IsSuccess() {
+				t.Fatalf("PreFilter: %v", st)
+			}
+			e.pl.mu.Lock()
+			assigned := e.pl.gangs[types.NamespacedName{Namespace: "ns", Name: "g"}].plan.Assignments
+			e.pl.mu.Unlock()
+			for _, m := range members {
+				if got := assigned[m.UID]; got != tt.want {
+					t.Errorf("%s planned on %q, want %q", m.Name, got, tt.want)
+				}
+			}
+		})
+	}
+}

@@ -163,6 +163,7 @@ func (p *Plugin) planFor(ctx context.Context, pod *v1.Pod, pg *schedv1alpha1.Pod
 	if err != nil {
 		return "", fwk.AsStatus(err)
 	}
+	result = p.avoidNominated(ctx, req, result, pod)
 	attempts.WithLabelValues(resultPlanned).Inc()
 	g.verdict, g.lastMessage, g.refused = nil, "", nil
 	g.plan = result

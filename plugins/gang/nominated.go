@@ -1,0 +1,148 @@
+package gang
+
+import (
+	"context"
+	"errors"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/muster-io/muster/plugins/gang/plan"
+)
+
+// avoidNominated returns a plan that leaves room for the pods nominated on
+// its nodes, when one exists, or result.
+//
+// The framework's filters count, on each node, the pods nominated there of
+// the member's priority or more (a preemptor waiting for its victims to go,
+// a pod another profile is binding); the planner sees the node's pods only.
+// A plan onto such room fails at the member's Filter and is made again
+// onto the same room, every cycle, until the nominated pod binds. So a plan
+// that overcommits a node with them is made once more with them counted as
+// held. When that finds no placement the first plan stands: a nomination
+// may be stale (a scheduler that stopped before binding, a member whose
+// gang lost its quorum), and a refusal would then wait for a capacity
+// change that clearing the nomination does not bring. The nominated pod's
+// own attempt clears a stale one (dropNomination, PreEnqueue), and a legit
+// one ends when its pod binds; a member that fails its node meanwhile plans
+// again.
+// Call with p.mu held.
+func (p *Plugin) avoidNominated(ctx context.Context, req plan.Request, result *plan.Plan, pod *v1.Pod) *plan.Plan {
+	counted := nominatedCounter(req, pod)
+	if !p.overcommitsNominated(req, result, counted) {
+		return result
+	}
+	held := make(map[string][]fwk.PodInfo, len(req.Held))
+	for node, pods := range req.Held {
+		held[node] = pods
+	}
+	for _, ni := range req.Nodes {
+		name := ni.Node().Name
+		for _, pi := range p.nominatedPods(name) {
+			if counted(pi.GetPod(), name) {
+				held[name] = append(held[name][:len(held[name]):len(held[name])], pi)
+			}
+		}
+	}
+	req.Held = held
+	again, err := plan.Compute(ctx, req)
+	var noPlace *plan.NoPlacementError
+	switch {
+	case err == nil:
+		klog.FromContext(ctx).V(3).Info("Planned gang around pods nominated on its first plan's nodes", "gang", req.Gang)
+		return again
+	case errors.As(err, &noPlace):
+		klog.FromContext(ctx).V(3).Info("Every placement takes room nominated to other pods; keeping the first plan", "gang", req.Gang)
+	default:
+		klog.FromContext(ctx).V(3).Info("Re-planning around nominated pods failed; keeping the first plan", "gang", req.Gang, "err", err)
+	}
+	return result
+}
+
+// nominatedCounter returns which nominated pods the framework's filters
+// count against pod on a node: those of pod's priority or more, not pod's
+// gang's pending members (their nominations elsewhere are dropped with the
+// plan) and not already held there for another gang's plan.
+func nominatedCounter(req plan.Request, pod *v1.Pod) func(*v1.Pod, string) bool {
+	prio := corev1helpers.PodPriority(pod)
+	skip := make(map[types.UID]bool, len(req.Pending))
+	for _, m := range req.Pending {
+		skip[m.UID] = true
+	}
+	return func(n *v1.Pod, node string) bool {
+		if skip[n.UID] || corev1helpers.PodPriority(n) < prio {
+			return false
+		}
+		for _, h := range req.Held[node] {
+			if h.GetPod().UID == n.UID {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// overcommitsNominated reports whether a node of result lacks room, by
+// resources, for the members planned there together with what other plans
+// hold and the counted pods nominated there. Only the plan's nodes are
+// asked: a node without a new member is not the plan's concern.
+func (p *Plugin) overcommitsNominated(req plan.Request, result *plan.Plan, counted func(*v1.Pod, string) bool) bool {
+	planned := map[string][]fwk.PodInfo{}
+	for _, m := range req.Pending {
+		if node, ok := result.Assignments[m.UID]; ok {
+			pi, err := framework.NewPodInfo(m)
+			if err != nil {
+				return false
+			}
+			planned[node] = append(planned[node], pi)
+		}
+	}
+	for node, pods := range planned {
+		var extra []fwk.PodInfo
+		for _, pi := range p.nominatedPods(node) {
+			if counted(pi.GetPod(), node) {
+				extra = append(extra, pi)
+			}
+		}
+		if len(extra) == 0 {
+			continue
+		}
+		ni, err := p.h.SnapshotSharedLister().NodeInfos().Get(node)
+		if err != nil || ni.Node() == nil {
+			continue
+		}
+		all := append(append(append([]fwk.PodInfo{}, req.Held[node]...), extra...), pods...)
+		if !plan.FitsResources(ni, all) {
+			return true
+		}
+	}
+	return false
+}
+
+// nominatedPods returns the pods nominated on node, whole. The queue
+// answers with the pod it holds, or with its name and UID alone when the
+// pod is in no queue (being tried right now): such a pod is looked up in
+// the informer, and left out when it is gone or bound (then the snapshot
+// has it).
+func (p *Plugin) nominatedPods(node string) []fwk.PodInfo {
+	var out []fwk.PodInfo
+	for _, pi := range p.h.NominatedPodsForNode(node) {
+		pod := pi.GetPod()
+		if len(pod.Spec.Containers) > 0 {
+			out = append(out, pi)
+			continue
+		}
+		whole, err := p.podLister.Pods(pod.Namespace).Get(pod.Name)
+		if err != nil || whole.UID != pod.UID || whole.Spec.NodeName != "" {
+			continue
+		}
+		if wi, err := framework.NewPodInfo(whole); err == nil {
+			out = append(out, wi)
+		}
+	}
+	return out
+}
