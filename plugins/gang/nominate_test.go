@@ -121,7 +121,7 @@ func TestPlanDropsMembersStaleNominations(t *testing.T) {
 // waiting for its victims). Without that, a plan onto their room failed at
 // the member's Filter and was made again onto the same room until they
 // bound. When no other room exists the plan is made anyway: a nomination
-// may be stale, and the member's attempt clears it.
+// may be stale, and the nominated pod's own attempt clears it.
 func TestPlanLeavesRoomForNominatedPods(t *testing.T) {
 	tests := []struct {
 		name      string

@@ -89,33 +89,38 @@ func nominatedCounter(req plan.Request, pod *v1.Pod) func(*v1.Pod, string) bool 
 // overcommitsNominated reports whether a node of result lacks room, by
 // resources, for the members planned there together with what other plans
 // hold and the counted pods nominated there. Only the plan's nodes are
-// asked: a node without a new member is not the plan's concern.
+// asked, and members' pod infos are built only for a node with such pods:
+// most plans meet none.
 func (p *Plugin) overcommitsNominated(req plan.Request, result *plan.Plan, counted func(*v1.Pod, string) bool) bool {
-	planned := map[string][]fwk.PodInfo{}
-	for _, m := range req.Pending {
-		if node, ok := result.Assignments[m.UID]; ok {
-			pi, err := framework.NewPodInfo(m)
-			if err != nil {
-				return false
-			}
-			planned[node] = append(planned[node], pi)
-		}
+	nodes := map[string]bool{}
+	for _, node := range result.Assignments {
+		nodes[node] = true
 	}
-	for node, pods := range planned {
-		var extra []fwk.PodInfo
+	for node := range nodes {
+		var all []fwk.PodInfo
 		for _, pi := range p.nominatedPods(node) {
 			if counted(pi.GetPod(), node) {
-				extra = append(extra, pi)
+				all = append(all, pi)
 			}
 		}
-		if len(extra) == 0 {
+		if len(all) == 0 {
 			continue
 		}
 		ni, err := p.h.SnapshotSharedLister().NodeInfos().Get(node)
 		if err != nil || ni.Node() == nil {
 			continue
 		}
-		all := append(append(append([]fwk.PodInfo{}, req.Held[node]...), extra...), pods...)
+		all = append(all, req.Held[node]...)
+		for _, m := range req.Pending {
+			if result.Assignments[m.UID] != node {
+				continue
+			}
+			pi, err := framework.NewPodInfo(m)
+			if err != nil {
+				return false
+			}
+			all = append(all, pi)
+		}
 		if !plan.FitsResources(ni, all) {
 			return true
 		}
