@@ -53,7 +53,10 @@
 // status) is cleared the first time it is refused, a member waiting for
 // its gang to form is let through PreEnqueue once for that, and a fresh
 // plan drops the scheduler's copy of any member's nomination elsewhere.
-// Other pods' nominations of the gang's priority or more are room a plan
-// avoids when another placement exists (avoidNominated): the framework's
-// filters count them, the planner's snapshot does not.
+// Other pods' nominations of the gang's priority or more count as used
+// room, in plans (avoidNominated) and in the victim search, as the
+// framework's filters count them: the gang waits for them to bind or go.
+// A gang's plan failing at a member's node is planned again at once at
+// most once per backoff (replanLimited): a filter the planner does not see
+// would otherwise keep the gang at the head of the queue.
 package gang

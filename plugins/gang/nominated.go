@@ -3,6 +3,9 @@ package gang
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sort"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,52 +18,78 @@ import (
 )
 
 // avoidNominated returns a plan that leaves room for the pods nominated on
-// its nodes, when one exists, or result.
+// its nodes, or why the gang has none.
 //
 // The framework's filters count, on each node, the pods nominated there of
 // the member's priority or more (a preemptor waiting for its victims to go,
 // a pod another profile is binding); the planner sees the node's pods only.
-// A plan onto such room fails at the member's Filter and is made again
-// onto the same room, every cycle, until the nominated pod binds. So a plan
-// that overcommits a node with them is made once more with them counted as
-// held. When that finds no placement the first plan stands: a nomination
-// may be stale (a scheduler that stopped before binding, a member whose
-// gang lost its quorum), and a refusal would then wait for a capacity
-// change that clearing the nomination does not bring. The nominated pod's
-// own attempt clears a stale one (dropNomination, PreEnqueue), and a legit
-// one ends when its pod binds; a member that fails its node meanwhile plans
-// again.
+// A plan onto such room fails at the member's Filter. So a plan that
+// overcommits a node with them is made once more with them counted as held,
+// and when that finds no placement the gang has none: a plan kept onto that
+// room failed its node, was released and was made again at once, and two
+// gangs did so in turn, so fast that the nominated pods behind them in the
+// queue were never tried and their stale nominations never cleared
+// (TestFaultStaleNominations). A nomination that goes, stale or not,
+// changes the pod's status, which the queue reports as a pod leaving its
+// node: the capacity hint then queues the gang again.
 // Call with p.mu held.
-func (p *Plugin) avoidNominated(ctx context.Context, req plan.Request, result *plan.Plan, pod *v1.Pod) *plan.Plan {
+func (p *Plugin) avoidNominated(ctx context.Context, req plan.Request, result *plan.Plan, pod *v1.Pod) (*plan.Plan, error) {
 	counted := nominatedCounter(req, pod)
 	if !p.overcommitsNominated(req, result, counted) {
-		return result
+		return result, nil
 	}
+	var names []string
+	req.Held, names = p.holdNominated(req, counted)
+	again, err := plan.Compute(ctx, req)
+	var noPlace *plan.NoPlacementError
+	if errors.As(err, &noPlace) {
+		noPlace.Message += nominatedNote(names)
+		return nil, noPlace
+	}
+	if err != nil {
+		return nil, err
+	}
+	klog.FromContext(ctx).V(3).Info("Planned gang around pods nominated on its first plan's nodes", "gang", req.Gang)
+	return again, nil
+}
+
+// holdNominated returns req.Held with the nominated pods counted adds, on
+// every node of req, and the names of those pods.
+func (p *Plugin) holdNominated(req plan.Request, counted func(*v1.Pod, string) bool) (map[string][]fwk.PodInfo, []string) {
 	held := make(map[string][]fwk.PodInfo, len(req.Held))
 	for node, pods := range req.Held {
 		held[node] = pods
 	}
+	var names []string
 	for _, ni := range req.Nodes {
 		name := ni.Node().Name
 		for _, pi := range p.nominatedPods(name) {
 			if counted(pi.GetPod(), name) {
+				// A copy: req.Held's slices belong to the caller.
 				held[name] = append(held[name][:len(held[name]):len(held[name])], pi)
+				names = append(names, klog.KObj(pi.GetPod()).String())
 			}
 		}
 	}
-	req.Held = held
-	again, err := plan.Compute(ctx, req)
-	var noPlace *plan.NoPlacementError
-	switch {
-	case err == nil:
-		klog.FromContext(ctx).V(3).Info("Planned gang around pods nominated on its first plan's nodes", "gang", req.Gang)
-		return again
-	case errors.As(err, &noPlace):
-		klog.FromContext(ctx).V(3).Info("Every placement takes room nominated to other pods; keeping the first plan", "gang", req.Gang)
-	default:
-		klog.FromContext(ctx).V(3).Info("Re-planning around nominated pods failed; keeping the first plan", "gang", req.Gang, "err", err)
+	return held, names
+}
+
+// maxNominatedNames bounds the pods a refusal names.
+const maxNominatedNames = 3
+
+// nominatedNote says, in a refusal, that nominated pods' room counted as
+// used: the node's free room alone would not explain it.
+func nominatedNote(names []string) string {
+	if len(names) == 0 {
+		return ""
 	}
-	return result
+	sort.Strings(names)
+	shown := names[:min(len(names), maxNominatedNames)]
+	more := ""
+	if n := len(names) - len(shown); n > 0 {
+		more = fmt.Sprintf(" and %d more", n)
+	}
+	return fmt.Sprintf("; counting as used the room of %d pods nominated to these nodes (%s%s)", len(names), strings.Join(shown, ", "), more)
 }
 
 // nominatedCounter returns which nominated pods the framework's filters

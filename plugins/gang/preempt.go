@@ -111,6 +111,24 @@ func (p *Plugin) preemptionInFlightLocked(key types.NamespacedName, g *gangState
 // retryLocked activates the gang's members after BackoffSeconds, once. A
 // victim preempted while waiting at Permit goes away without a delete event.
 // Call with p.mu held.
+// replanLimited reports whether gang key was sent back to planning at once
+// (its verdict forgotten) less than a backoff ago, and then makes sure its
+// members are tried again when the backoff ends. Else it records that the
+// gang is being sent back now. A plan that the planner makes and a member's
+// Filter refuses (a filter that sees what the planner does not) is released
+// and the search, which plans like the planner, finds it fitting again: sent
+// back every time, the gang kept the head of the queue and the pods behind
+// it were never tried (TestFaultStaleNominations, before nominated pods
+// counted as held). Call with p.mu held.
+func (p *Plugin) replanLimited(key types.NamespacedName, g *gangState, now time.Time) bool {
+	if now.Before(g.replanAfter) {
+		p.retryLocked(key, g)
+		return true
+	}
+	g.replanAfter = now.Add(p.backoff())
+	return false
+}
+
 func (p *Plugin) retryLocked(key types.NamespacedName, g *gangState) {
 	if g.retry != nil {
 		return
@@ -244,6 +262,7 @@ func (p *Plugin) preemptForGang(ctx context.Context, pod *v1.Pod, key types.Name
 		p.mu.Unlock()
 		return nil, fwk.AsStatus(err)
 	}
+	req.Held, _ = p.holdNominated(req, nominatedCounter(req, pod))
 	res, terminating, err := p.search(ctx, pr, req)
 	if err != nil {
 		var wnf *victims.WouldNotFitError
@@ -263,6 +282,10 @@ func (p *Plugin) preemptForGang(ctx context.Context, pod *v1.Pod, key types.Name
 			p.retryLocked(key, g)
 			p.mu.Unlock()
 			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s: fits once %d terminating pods are gone; not preempting more", key, terminating))
+		}
+		if p.replanLimited(key, g, now) {
+			p.mu.Unlock()
+			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s: fits without preemption, but was just planned again; planning again after backoff", key))
 		}
 		// It fits now (the snapshot moved since PreFilter): plan again.
 		p.forgetVerdictLocked(key, g)
@@ -345,6 +368,9 @@ func (p *Plugin) preemptForPod(ctx context.Context, pod *v1.Pod) (*fwk.PostFilte
 	if p.runner != nil {
 		req.Filter = &profileFilter{p: p, states: map[*plan.Shape]*shapeState{}}
 	}
+	// As DefaultPreemption: room nominated to pods of its priority or more
+	// is not this pod's to take.
+	req.Held, _ = p.holdNominated(req, nominatedCounter(req, pod))
 	res, terminating, err := p.search(ctx, pr, req)
 	if err != nil {
 		var wnf *victims.WouldNotFitError

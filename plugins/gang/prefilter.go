@@ -116,6 +116,9 @@ func (p *Plugin) planFor(ctx context.Context, pod *v1.Pod, pg *schedv1alpha1.Pod
 		return "", fwk.AsStatus(err)
 	}
 	result, err := plan.Compute(ctx, req)
+	if err == nil {
+		result, err = p.avoidNominated(ctx, req, result, pod)
+	}
 	var noPlace *plan.NoPlacementError
 	if errors.As(err, &noPlace) {
 		attempts.WithLabelValues(resultNoPlacement).Inc()
@@ -163,7 +166,6 @@ func (p *Plugin) planFor(ctx context.Context, pod *v1.Pod, pg *schedv1alpha1.Pod
 	if err != nil {
 		return "", fwk.AsStatus(err)
 	}
-	result = p.avoidNominated(ctx, req, result, pod)
 	attempts.WithLabelValues(resultPlanned).Inc()
 	g.verdict, g.lastMessage, g.refused = nil, "", nil
 	g.plan = result

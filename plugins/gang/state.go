@@ -46,6 +46,9 @@ type gangState struct {
 	preemptVerdict *verdict
 	// lastElastic is the last GangElastic summary recorded.
 	lastElastic string
+	// replanAfter is when the victim search may next send the gang back to
+	// planning at once (replanLimited).
+	replanAfter time.Time
 }
 
 // noteRefused records that member uid was answered with the gang's verdict.

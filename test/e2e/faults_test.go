@@ -907,14 +907,19 @@ func TestFaultStaleNominations(t *testing.T) {
 		}
 		return names
 	}
+	// The gang that fits is older, its name sorts first and its pods are
+	// there when the scheduler starts: the queue tries it before the stale
+	// gangs, which must still get their turn (their attempts clear the
+	// nominations). A plan kept onto the nominated room failed, was made
+	// again at once and kept the head of the queue.
+	createPodGroup(t, ns, "a-fits", 2, nil)
+	createGangPods(t, ns, 2, podSpec{name: "fits", scheduler: sched, pool: ns, gang: "a-fits", gpus: 4})
 	// Two of three members left: they wait in PreEnqueue for good.
 	nominated := stale("left", 3, 2, 4)
 	// Complete, but 16 GPUs on one 8-GPU node: tried and refused.
 	nominated = append(nominated, stale("big", 2, 2, 8)...)
 	startGangScheduler(t, sched, faultSchedulerArgs)
-	createPodGroup(t, ns, "fits", 2, nil)
-	createGangPods(t, ns, 2, podSpec{name: "fits", scheduler: sched, pool: ns, gang: "fits", gpus: 4})
-	waitGangBound(t, ns, "fits", 2, gangTimeout)
+	waitGangBound(t, ns, "a-fits", 2, gangTimeout)
 	waitFor(t, gangTimeout, "stale nominations cleared", func(ctx context.Context) (bool, string, error) {
 		var left []string
 		for _, name := range nominated {
