@@ -56,7 +56,8 @@
 // Other pods' nominations of the gang's priority or more count as used
 // room, in plans (avoidNominated) and in the victim search, as the
 // framework's filters count them: the gang waits for them to bind or go.
-// A gang's plan failing at a member's node is planned again at once at
-// most once per backoff (replanLimited): a filter the planner does not see
-// would otherwise keep the gang at the head of the queue.
+// A refused gang that the victim search finds fitting without preemption
+// is sent back to planning at once at most once per backoff
+// (replanLimited): when a filter the planner does not see refuses its plan,
+// the loop would otherwise keep the gang at the head of the queue.
 package gang

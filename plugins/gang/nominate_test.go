@@ -143,7 +143,7 @@ func TestPlanLeavesRoomForNominatedPods(t *testing.T) {
 			[]*v1.Pod{gpuPod("lone", 8, prio(-1), nominatedTo("n1"))}, "n1", ""},
 		{"no other room: no placement, naming the nominated pod", []*v1.Node{gpuNode("n1", 8), gpuNode("n2", 8)},
 			[]*v1.Pod{gpuPod("busy", 8, boundTo("n2"))},
-			[]*v1.Pod{gpuPod("lone", 8, prio(100), nominatedTo("n1"))}, "", "room of 1 pods nominated to these nodes (ns/lone)"},
+			[]*v1.Pod{gpuPod("lone", 8, prio(100), nominatedTo("n1"))}, "", "room of 1 pod nominated to these nodes (ns/lone)"},
 		{"many nominated pods: a few named", []*v1.Node{gpuNode("n1", 8)}, nil,
 			[]*v1.Pod{gpuPod("p1", 2, nominatedTo("n1")), gpuPod("p2", 2, nominatedTo("n1")), gpuPod("p3", 2, nominatedTo("n1")), gpuPod("p4", 2, nominatedTo("n1"))},
 			"", "room of 4 pods nominated to these nodes (ns/p1, ns/p2, ns/p3 and 1 more)"},

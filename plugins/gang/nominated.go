@@ -26,9 +26,9 @@ import (
 // A plan onto such room fails at the member's Filter. So a plan that
 // overcommits a node with them is made once more with them counted as held,
 // and when that finds no placement the gang has none: a plan kept onto that
-// room failed its node, was released and was made again at once, and two
-// gangs did so in turn, so fast that the nominated pods behind them in the
-// queue were never tried and their stale nominations never cleared
+// room failed its node, the gang was released and planned there again at
+// once, every few milliseconds, and the nominated pods behind it in the
+// queue were never tried, so stale nominations were never cleared
 // (TestFaultStaleNominations). A nomination that goes, stale or not,
 // changes the pod's status, which the queue reports as a pod leaving its
 // node: the capacity hint then queues the gang again.
@@ -89,7 +89,11 @@ func nominatedNote(names []string) string {
 	if n := len(names) - len(shown); n > 0 {
 		more = fmt.Sprintf(" and %d more", n)
 	}
-	return fmt.Sprintf("; counting as used the room of %d pods nominated to these nodes (%s%s)", len(names), strings.Join(shown, ", "), more)
+	pods := "pods"
+	if len(names) == 1 {
+		pods = "pod"
+	}
+	return fmt.Sprintf("; counting as used the room of %d %s nominated to these nodes (%s%s)", len(names), pods, strings.Join(shown, ", "), more)
 }
 
 // nominatedCounter returns which nominated pods the framework's filters

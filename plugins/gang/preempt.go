@@ -111,6 +111,20 @@ func (p *Plugin) preemptionInFlightLocked(key types.NamespacedName, g *gangState
 // retryLocked activates the gang's members after BackoffSeconds, once. A
 // victim preempted while waiting at Permit goes away without a delete event.
 // Call with p.mu held.
+func (p *Plugin) retryLocked(key types.NamespacedName, g *gangState) {
+	if g.retry != nil {
+		return
+	}
+	g.retry = time.AfterFunc(p.backoff()+time.Second, func() {
+		p.mu.Lock()
+		if g, ok := p.gangs[key]; ok {
+			g.retry = nil
+		}
+		p.mu.Unlock()
+		p.activate(p.members(key)...)
+	})
+}
+
 // replanLimited reports whether gang key was sent back to planning at once
 // (its verdict forgotten) less than a backoff ago, and then makes sure its
 // members are tried again when the backoff ends. Else it records that the
@@ -127,20 +141,6 @@ func (p *Plugin) replanLimited(key types.NamespacedName, g *gangState, now time.
 	}
 	g.replanAfter = now.Add(p.backoff())
 	return false
-}
-
-func (p *Plugin) retryLocked(key types.NamespacedName, g *gangState) {
-	if g.retry != nil {
-		return
-	}
-	g.retry = time.AfterFunc(p.backoff()+time.Second, func() {
-		p.mu.Lock()
-		if g, ok := p.gangs[key]; ok {
-			g.retry = nil
-		}
-		p.mu.Unlock()
-		p.activate(p.members(key)...)
-	})
 }
 
 // preemptor describes who preempts: a gang's pending members or one pod.
