@@ -878,13 +878,12 @@ func TestFaultMemberBoundOutsideBarrier(t *testing.T) {
 // members' nominatedNodeName and before binding them leaves the nominations
 // behind. The next scheduler's queue records a pod's nomination even while
 // the pod waits in PreEnqueue, keeps it across failed attempts, and its
-// filters count the pod on that node; the gang planner does not. A gang that
-// cannot be completed (a member evicted: its others wait for good) or never
-// fits would so hold room nobody uses, and every gang planned onto it would
-// fail its node and be planned there again. What must hold: the room goes to
-// the gang that fits, and the stale nominations are cleared in the API (a
-// cluster autoscaler counts a nominated pod on its node; so would the next
-// scheduler).
+// filters count the pod on that node. A gang that cannot be completed (a
+// member evicted: its others wait for good) or never fits would so hold room
+// nobody uses. What must hold: the stale pods get their turn even behind a
+// gang the queue tries first, the room goes to the gang that fits, and the
+// stale nominations are cleared in the API (a cluster autoscaler counts a
+// nominated pod on its node; so would the next scheduler).
 func TestFaultStaleNominations(t *testing.T) {
 	ns := testNamespace(t, "fault-nnn-")
 	sched := "muster-" + ns
