@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -53,22 +54,26 @@ func (p *Plugin) avoidNominated(ctx context.Context, req plan.Request, result *p
 	return again, nil
 }
 
-// holdNominated returns req.Held with the nominated pods counted adds, on
-// every node of req, and the names of those pods.
+// holdNominated returns req.Held plus, on every node of req, the nominated
+// pods counted accepts, and the names of those pods. req.Held's slices
+// belong to the caller: a node with such pods gets a new one.
 func (p *Plugin) holdNominated(req plan.Request, counted func(*v1.Pod, string) bool) (map[string][]fwk.PodInfo, []string) {
-	held := make(map[string][]fwk.PodInfo, len(req.Held))
-	for node, pods := range req.Held {
-		held[node] = pods
+	held := maps.Clone(req.Held)
+	if held == nil {
+		held = map[string][]fwk.PodInfo{}
 	}
 	var names []string
 	for _, ni := range req.Nodes {
 		name := ni.Node().Name
+		var add []fwk.PodInfo
 		for _, pi := range p.nominatedPods(name) {
 			if counted(pi.GetPod(), name) {
-				// A copy: req.Held's slices belong to the caller.
-				held[name] = append(held[name][:len(held[name]):len(held[name])], pi)
+				add = append(add, pi)
 				names = append(names, klog.KObj(pi.GetPod()).String())
 			}
+		}
+		if len(add) > 0 {
+			held[name] = slices.Concat(req.Held[name], add)
 		}
 	}
 	return held, names
@@ -83,7 +88,7 @@ func nominatedNote(names []string) string {
 	if len(names) == 0 {
 		return ""
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	shown := names[:min(len(names), maxNominatedNames)]
 	more := ""
 	if n := len(names) - len(shown); n > 0 {
