@@ -327,7 +327,7 @@ func (c *Compiled) GangForPod(ctx context.Context, root *unstructured.Unstructur
 	g := gangs[gi]
 	gang := &Gang{Definition: g.name, Members: append([]string(nil), g.memberNames...),
 		TopologyRequired: g.topologyRequired, TopologyPreferred: g.topologyPreferred}
-	for ki, e := range md.groupBy {
+	for _, e := range md.groupBy {
 		vals, err := c.evalPod(ctx, e, pm)
 		if err != nil {
 			return nil, podErr(pod, c.comps[md.comp], err)
@@ -341,7 +341,6 @@ func (c *Compiled) GangForPod(ctx context.Context, root *unstructured.Unstructur
 			return nil, podErr(pod, c.comps[md.comp], &EvalError{Field: e.field, Expression: e.src,
 				Err: fmt.Errorf("a group key must be one non-empty value: %w", err)})
 		}
-		_ = ki
 		gang.Keys = append(gang.Keys, key)
 	}
 
