@@ -19,6 +19,10 @@ import (
 	// The workqueue metrics (depth, adds, latency, retries) of the
 	// pod-grouper's queues, as kube-controller-manager serves them.
 	_ "k8s.io/component-base/metrics/prometheus/workqueue"
+	// client-go's request metrics (rest_client_request_duration_seconds by
+	// verb, rate-limiter wait, retries): whether a slow pod-grouper waits on
+	// the API server.
+	_ "k8s.io/component-base/metrics/prometheus/restclient"
 
 	"github.com/muster-io/muster/podgrouper"
 )
