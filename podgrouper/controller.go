@@ -30,7 +30,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/keymutex"
 	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 	pginformers "sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
 	pglisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
@@ -105,7 +104,7 @@ type Controller struct {
 	// members of a gang, synced by several workers at once, create its
 	// PodGroup once instead of racing to create it and reading it back.
 	pgWritten cache.MutationCache
-	pgLocks   keymutex.KeyMutex
+	pgLocks   *keyLocks
 
 	queue  workqueue.TypedRateLimitingInterface[string]
 	owners *owners
@@ -198,7 +197,7 @@ func NewController(ctx context.Context, c Clients, defs Definitions, recorder re
 	ctrl.pgWritten = newWriteOverlay(cache.NewIntegerResourceVersionMutationCacheWithOptions(klog.FromContext(ctx), pgInformer.Informer().GetStore(), cache.MutationCacheOptions{
 		TTL: pgWrittenTTL, IncludeAdds: true, MaxCacheSize: 4096,
 	}), pgInformer.Informer().GetStore(), pgWrittenTTL, ctrl.clock)
-	ctrl.pgLocks = keymutex.NewHashed(0)
+	ctrl.pgLocks = newKeyLocks()
 	if _, err := pgInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { ctrl.pgWrittenSeen(obj, false) },
 		UpdateFunc: func(oldObj, newObj any) {

@@ -362,8 +362,7 @@ func (c *Controller) cachedPodGroup(ns, name string) (*schedv1alpha1.PodGroup, e
 // read-back each.
 func (c *Controller) ensurePodGroup(ctx context.Context, want *schedv1alpha1.PodGroup) (string, gangPriority, error) {
 	key := want.Namespace + "/" + want.Name
-	c.pgLocks.LockKey(key)
-	defer func() { _ = c.pgLocks.UnlockKey(key) }()
+	defer c.pgLocks.lock(key)()
 	prio := c.gangPriorityOf(want.Namespace, want.Name)
 	setPriority(want, prio)
 	msg, err := c.writePodGroup(ctx, want)
