@@ -397,8 +397,7 @@ func BenchmarkPodGrouperCatchUp(b *testing.B) {
 		}
 		defer tr.stop()
 		// The pods are "already in the cluster": let the control plane
-		// finish digesting their creates (its controllers' informers and
-		// garbage-collector graph, the collector of this process), as the
+		// finish with their creates before the clock starts, as the
 		// ceiling below gets a settled control plane too.
 		settled, err := settleControlPlane(ctx, 2*time.Minute)
 		if err != nil {
