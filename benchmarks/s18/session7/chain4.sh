@@ -1,4 +1,0 @@
-#!/bin/bash
-/tmp/s7/run.sh rates-bin-a BenchmarkPodGrouperRates MUSTER_BENCH_PODGROUPER_RATES=250 MUSTER_BENCH_PODGROUPER_BINARY=1
-/tmp/s7/run.sh rates-bin-b BenchmarkPodGrouperRates MUSTER_BENCH_PODGROUPER_RATES=250 MUSTER_BENCH_PODGROUPER_BINARY=1
-/tmp/s7/run.sh rates-bin-c BenchmarkPodGrouperRates MUSTER_BENCH_PODGROUPER_RATES=250 MUSTER_BENCH_PODGROUPER_BINARY=1
