@@ -111,13 +111,8 @@ func (o *DescribeOptions) runLive(ctx context.Context) (*Description, error) {
 		}
 	}
 	ctx, refWarnings := liveRefs(c).bind(ctx, ent.Compiled, root)
-	d, err := buildDescription(ctx, in)
-	if err != nil {
-		return nil, err
-	}
-	d.Warnings = append(d.Warnings, warnings...)
-	d.Warnings = append(d.Warnings, refWarnings...)
-	return d, nil
+	in.Warnings = append(warnings, refWarnings...)
+	return buildDescription(ctx, in)
 }
 
 // liveFetch is the requests of one live describe in flight. Each result

@@ -60,6 +60,9 @@ type describeInput struct {
 	// PodLimit caps the pods shown per component; 0 shows all.
 	PodLimit int
 	GPUNames []corev1.ResourceName
+	// Warnings are those of gathering the input (a list that failed, a
+	// reference not read); the view shows them after its own.
+	Warnings []string
 }
 
 // resources of one pod or template, in the units of the JSON output.
@@ -326,6 +329,7 @@ func buildDescription(ctx context.Context, in describeInput) (*Description, erro
 		})
 	}
 	d.Warnings = append(d.Warnings, schedulerWarnings(in.Pods)...)
+	d.Warnings = append(d.Warnings, in.Warnings...)
 	return d, nil
 }
 

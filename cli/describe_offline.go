@@ -135,11 +135,11 @@ func (o *DescribeOptions) runOffline(ctx context.Context) ([]*Description, error
 		d, err := buildDescription(rctx, describeInput{
 			Root: root, Def: refs[i], Compiled: comps[i], Pods: mine,
 			Now: o.env.Now(), PodLimit: o.PodLimit, GPUNames: o.env.gpuNames(),
+			Warnings: refWarnings,
 		})
 		if err != nil {
 			return nil, err
 		}
-		d.Warnings = append(d.Warnings, refWarnings...)
 		out = append(out, d)
 	}
 	return out, nil
