@@ -82,7 +82,7 @@ func (o *DescribeOptions) runLive(ctx context.Context) (*Description, error) {
 	}
 	in := describeInput{
 		Root:     root,
-		Def:      defRef{Name: ent.Name, Origin: string(ent.Origin), Source: ent.Source},
+		Def:      entryRef(ent),
 		Compiled: ent.Compiled,
 		Live:     true,
 		Now:      o.env.Now(),

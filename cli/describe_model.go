@@ -15,6 +15,7 @@ import (
 
 	"github.com/muster-io/muster/api"
 	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
+	"github.com/muster-io/muster/catalog"
 	"github.com/muster-io/muster/definition"
 	"github.com/muster-io/muster/internal/naming"
 )
@@ -22,6 +23,10 @@ import (
 // defRef says which definition describes a workload and where it is from.
 type defRef struct {
 	Name, Origin, Source string
+}
+
+func entryRef(ent *catalog.Entry) defRef {
+	return defRef{Name: ent.Name, Origin: string(ent.Origin), Source: ent.Source}
 }
 
 // podGroupInfo is what describe reads from a PodGroup.
