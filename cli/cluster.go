@@ -12,6 +12,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/discovery"
@@ -37,6 +38,18 @@ type Cluster struct {
 	// ExplicitNamespace says whether -n gave it.
 	Namespace         string
 	ExplicitNamespace bool
+}
+
+// namespaceOr is ns when set (-n), else the current context's namespace,
+// else "default", as kubectl picks it.
+func (c *Cluster) namespaceOr(ns string) string {
+	if ns == "" {
+		ns = c.Namespace
+	}
+	if ns == "" {
+		ns = metav1.NamespaceDefault
+	}
+	return ns
 }
 
 func newClusterFromFlags(f *genericclioptions.ConfigFlags) (*Cluster, error) {

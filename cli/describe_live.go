@@ -41,13 +41,7 @@ func (o *DescribeOptions) runLive(ctx context.Context) (*Description, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pending := o.env.startDefinitions(ctx, c)
-	ns := o.Namespace
-	if ns == "" {
-		ns = c.Namespace
-	}
-	if ns == "" {
-		ns = metav1.NamespaceDefault
-	}
+	ns := c.namespaceOr(o.Namespace)
 	rt, rtErr := resolveType(c.Mapper, o.typeArg)
 	var f *liveFetch
 	if rtErr == nil {
@@ -89,29 +83,13 @@ func (o *DescribeOptions) runLive(ctx context.Context) (*Description, error) {
 		PodLimit: o.PodLimit,
 		GPUNames: o.env.gpuNames(),
 	}
-	var warnings []string
 	if root.GetNamespace() != "" {
-		f.wg.Wait()
-		if f.podsErr != nil {
-			return nil, apiError("list pods in "+root.GetNamespace(), f.podsErr)
-		}
-		in.Pods, err = workloadPods(ctx, f.owners, root, f.pods)
-		if err != nil {
+		if err := f.addNamespaceLists(ctx, root, &in); err != nil {
 			return nil, err
-		}
-		if f.podGroupsErr != nil {
-			warnings = append(warnings, f.podGroupsErr.Error())
-		} else {
-			in.PodGroups = workloadPodGroups(root, f.podGroups, in.Pods)
-			in.GangPods = podsByPodGroup(f.pods, in.PodGroups)
-		}
-		in.SchedulingEvents, err = f.events, f.eventsErr
-		if err != nil {
-			warnings = append(warnings, err.Error())
 		}
 	}
 	ctx, refWarnings := liveRefs(c).bind(ctx, ent.Compiled, root)
-	in.Warnings = append(warnings, refWarnings...)
+	in.Warnings = append(in.Warnings, refWarnings...)
 	return buildDescription(ctx, in)
 }
 
@@ -139,19 +117,6 @@ type liveFetch struct {
 
 // startLiveFetch starts fetching the workload and, for a namespaced kind,
 // listing the pods, PodGroups and scheduling events of its namespace.
-// waitRoot waits for the workload object and says, as the CLI does, why it
-// could not be read.
-func (f *liveFetch) waitRoot(rt *resolvedType, name, ns string) (*unstructured.Unstructured, error) {
-	<-f.rootDone
-	if err := f.rootErr; err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, notFoundErrorf("%s %q not found in namespace %q (try \"muster get %s -A\")", rt.Mapping.Resource.Resource, name, ns, strings.ToLower(rt.GVK.Kind))
-		}
-		return nil, apiError(fmt.Sprintf("get %s %s", rt.Mapping.Resource.Resource, name), err)
-	}
-	return f.root, nil
-}
-
 func startLiveFetch(ctx context.Context, c *Cluster, m *meta.RESTMapping, ns, name string) *liveFetch {
 	f := &liveFetch{rootDone: make(chan struct{}), owners: newOwnerIndex(c)}
 	f.namespaced = m.Scope.Name() == meta.RESTScopeNameNamespace
@@ -188,6 +153,45 @@ func startLiveFetch(ctx context.Context, c *Cluster, m *meta.RESTMapping, ns, na
 		f.events, f.eventsErr = schedulingEvents(ctx, c, ns)
 	}()
 	return f
+}
+
+// waitRoot waits for the workload object and says, as the CLI does, why it
+// could not be read.
+func (f *liveFetch) waitRoot(rt *resolvedType, name, ns string) (*unstructured.Unstructured, error) {
+	<-f.rootDone
+	if err := f.rootErr; err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, notFoundErrorf("%s %q not found in namespace %q (try \"muster get %s -A\")", rt.Mapping.Resource.Resource, name, ns, strings.ToLower(rt.GVK.Kind))
+		}
+		return nil, apiError(fmt.Sprintf("get %s %s", rt.Mapping.Resource.Resource, name), err)
+	}
+	return f.root, nil
+}
+
+// addNamespaceLists waits for the lists of the workload's namespace and
+// keeps what is the workload's. PodGroups and events only explain: when
+// they cannot be listed the tree is still worth showing, with a warning.
+func (f *liveFetch) addNamespaceLists(ctx context.Context, root *unstructured.Unstructured, in *describeInput) error {
+	f.wg.Wait()
+	if f.podsErr != nil {
+		return apiError("list pods in "+root.GetNamespace(), f.podsErr)
+	}
+	var err error
+	in.Pods, err = workloadPods(ctx, f.owners, root, f.pods)
+	if err != nil {
+		return err
+	}
+	if f.podGroupsErr != nil {
+		in.Warnings = append(in.Warnings, f.podGroupsErr.Error())
+	} else {
+		in.PodGroups = workloadPodGroups(root, f.podGroups, in.Pods)
+		in.GangPods = podsByPodGroup(f.pods, in.PodGroups)
+	}
+	in.SchedulingEvents = f.events
+	if f.eventsErr != nil {
+		in.Warnings = append(in.Warnings, f.eventsErr.Error())
+	}
+	return nil
 }
 
 // podsByPodGroup maps each PodGroup of pgs to the pods of the namespace
