@@ -90,7 +90,30 @@ func requestsOf(spec *corev1.PodSpec, gpuNames []corev1.ResourceName) podResourc
 	return r
 }
 
+// buildDescription turns what describe gathered into the view: the
+// components and instances the spec asks for, the pods found in them, the
+// gangs the pods form and the gangs the spec plans. It does no I/O, so
+// every renderer shows the same view, live or offline.
 func buildDescription(ctx context.Context, in describeInput) (*Description, error) {
+	d := newDescription(in)
+	wl, err := in.Compiled.Extract(ctx, in.Root)
+	if err != nil {
+		return nil, invalidErrorf("definition %s on %s %s: %v", in.Def.Name, in.Root.GetKind(), in.Root.GetName(), err)
+	}
+	addStatus(ctx, d, in)
+	compIdx := addComponents(d, wl, in.GPUNames)
+	placed, gangs := placePods(ctx, d, in, compIdx)
+	countPods(d, placed, in.PodLimit)
+	addGangs(d, in, gangs)
+	addPlans(ctx, d, in)
+	d.Warnings = append(d.Warnings, schedulerWarnings(in.Pods)...)
+	d.Warnings = append(d.Warnings, in.Warnings...)
+	return d, nil
+}
+
+// newDescription is the header of the view: what the workload is and
+// which definition reads it.
+func newDescription(in describeInput) *Description {
 	root := in.Root
 	d := &Description{
 		Kind:             root.GetKind(),
@@ -109,13 +132,13 @@ func buildDescription(ctx context.Context, in describeInput) (*Description, erro
 		d.Created = ts.UTC().Format(time.RFC3339)
 		d.Age = duration.HumanDuration(in.Now.Sub(ts))
 	}
-	what := fmt.Sprintf("definition %s on %s %s", in.Def.Name, root.GetKind(), root.GetName())
+	return d
+}
 
-	wl, err := in.Compiled.Extract(ctx, root)
-	if err != nil {
-		return nil, invalidErrorf("%s: %v", what, err)
-	}
-	st, err := in.Compiled.Status(ctx, root)
+// addStatus reads the workload's phases and conditions. A status the
+// definition cannot read is a warning, not an error: the tree still shows.
+func addStatus(ctx context.Context, d *Description, in describeInput) {
+	st, err := in.Compiled.Status(ctx, in.Root)
 	if err != nil {
 		d.Warnings = append(d.Warnings, fmt.Sprintf("status: %v", err))
 		d.Phases = []string{string(kartav1alpha1.StatusUndefined)}
@@ -131,33 +154,14 @@ func buildDescription(ctx context.Context, in describeInput) (*Description, erro
 	if len(d.Phases) == 0 {
 		d.Phases = []string{string(kartav1alpha1.StatusUndefined)}
 	}
+}
 
-	// Components and instances from the spec.
+// addComponents adds the components and instances the spec asks for, with
+// their desired pods and requests, and returns each one's index by name.
+func addComponents(d *Description, wl *definition.Workload, gpuNames []corev1.ResourceName) map[string]int {
 	compIdx := map[string]int{}
 	for _, c := range wl.Components {
-		cv := ComponentView{Name: c.Name, Parent: c.Parent, HasPods: c.HasPods, Instances: []InstanceView{}}
-		if c.Kind != nil {
-			cv.Kind = gvkString(c.Kind.GroupKind(), c.Kind.Version)
-		}
-		for _, inst := range c.Instances {
-			iv := InstanceView{ID: inst.ID, Replicas: inst.Replicas, MinReplicas: inst.MinReplicas, MaxReplicas: inst.MaxReplicas, Items: []PodView{}}
-			cv.Replicas += int64(inst.Replicas) // its own total: counts are not multiplied by the parent
-			if c.HasPods {
-				var r podResources
-				if inst.Template != nil {
-					r = requestsOf(&inst.Template.Spec, in.GPUNames)
-				}
-				iv.GPUsPerPod, iv.CPUMillisPerPod, iv.MemoryBytesPerPod = r.gpus, r.cpuMillis, r.memBytes
-				iv.GPUs = r.gpus * inst.Pods
-				iv.Pods.Desired, iv.Pods.Min = inst.Pods, inst.MinPods
-				cv.GPUs += iv.GPUs
-				cv.CPUMillis += r.cpuMillis * inst.Pods
-				cv.MemoryBytes += r.memBytes * inst.Pods
-				cv.Pods.Desired += inst.Pods
-				cv.Pods.Min += inst.MinPods
-			}
-			cv.Instances = append(cv.Instances, iv)
-		}
+		cv := componentView(c, gpuNames)
 		compIdx[c.Name] = len(d.Components)
 		d.Components = append(d.Components, cv)
 		if c.HasPods {
@@ -168,89 +172,134 @@ func buildDescription(ctx context.Context, in describeInput) (*Description, erro
 			d.Totals.MemoryBytes += cv.MemoryBytes
 		}
 	}
+	return compIdx
+}
 
-	// Pods: component, instance, gang.
-	type placed struct {
-		comp, inst int
-		view       PodView
-		healthy    bool
+func componentView(c definition.Component, gpuNames []corev1.ResourceName) ComponentView {
+	cv := ComponentView{Name: c.Name, Parent: c.Parent, HasPods: c.HasPods, Instances: []InstanceView{}}
+	if c.Kind != nil {
+		cv.Kind = gvkString(c.Kind.GroupKind(), c.Kind.Version)
 	}
-	var all []placed
-	gangs := map[string]*gangAgg{}
-	var gangOrder []string
-	warned := 0
-	warn := func(format string, args ...any) {
-		// A broken definition can fail on every pod; a handful of lines
-		// says it as well as a thousand.
-		if warned < 5 {
-			d.Warnings = append(d.Warnings, fmt.Sprintf(format, args...))
+	for _, inst := range c.Instances {
+		iv := InstanceView{ID: inst.ID, Replicas: inst.Replicas, MinReplicas: inst.MinReplicas, MaxReplicas: inst.MaxReplicas, Items: []PodView{}}
+		cv.Replicas += int64(inst.Replicas) // its own total: counts are not multiplied by the parent
+		if c.HasPods {
+			var r podResources
+			if inst.Template != nil {
+				r = requestsOf(&inst.Template.Spec, gpuNames)
+			}
+			iv.GPUsPerPod, iv.CPUMillisPerPod, iv.MemoryBytesPerPod = r.gpus, r.cpuMillis, r.memBytes
+			iv.GPUs = r.gpus * inst.Pods
+			iv.Pods.Desired, iv.Pods.Min = inst.Pods, inst.MinPods
+			cv.GPUs += iv.GPUs
+			cv.CPUMillis += r.cpuMillis * inst.Pods
+			cv.MemoryBytes += r.memBytes * inst.Pods
+			cv.Pods.Desired += inst.Pods
+			cv.Pods.Min += inst.MinPods
 		}
-		warned++
+		cv.Instances = append(cv.Instances, iv)
 	}
+	return cv
+}
+
+// placedPod is a pod found in one instance of one component of the view.
+type placedPod struct {
+	comp, inst int
+	view       PodView
+	healthy    bool
+}
+
+// placePods puts each pod in its component and instance, and in its gang;
+// a pod that fits nowhere is listed as unmatched, with why.
+func placePods(ctx context.Context, d *Description, in describeInput, compIdx map[string]int) ([]placedPod, *gangSet) {
+	var placed []placedPod
+	gangs := &gangSet{byKey: map[string]*gangAgg{}}
+	var warns cappedWarnings
 	for _, pod := range in.Pods {
 		pv := podView(pod, in.SchedulingEvents, in.GPUNames)
-		m, err := in.Compiled.MatchPod(ctx, pod)
+		ci, ii, m, err := locatePod(ctx, d, in.Compiled, compIdx, pod)
 		if err != nil {
-			reason := "no component of the definition selects it"
-			if !errors.Is(err, definition.ErrNoComponent) {
-				reason = err.Error()
-			}
-			d.Unmatched = append(d.Unmatched, UnmatchedPod{Name: pod.Name, Reason: reason})
-			continue
-		}
-		ci, ok := compIdx[m.Component]
-		if !ok || len(d.Components[ci].Instances) == 0 {
-			d.Unmatched = append(d.Unmatched, UnmatchedPod{Name: pod.Name, Reason: fmt.Sprintf("component %q has no instance in the spec", m.Component)})
-			continue
-		}
-		ii := -1
-		for i, inst := range d.Components[ci].Instances {
-			if inst.ID == m.Instance {
-				ii = i
-				break
-			}
-		}
-		if ii < 0 && len(d.Components[ci].Instances) == 1 {
-			ii = 0
-		}
-		if ii < 0 {
-			d.Unmatched = append(d.Unmatched, UnmatchedPod{Name: pod.Name, Reason: fmt.Sprintf("instance %q of component %q is not in the spec", m.Instance, m.Component)})
+			d.Unmatched = append(d.Unmatched, UnmatchedPod{Name: pod.Name, Reason: err.Error()})
 			continue
 		}
 		pv.Replica = m.Replica
 
-		g, err := in.Compiled.GangForPod(ctx, root, pod)
+		g, err := in.Compiled.GangForPod(ctx, in.Root, pod)
 		if err != nil {
-			warn("gang of pod %s: %v", pod.Name, err)
+			warns.add("gang of pod %s: %v", pod.Name, err)
 		}
 		if g != nil {
-			key := g.Definition + "\x00" + strings.Join(g.Keys, "\x00")
-			agg := gangs[key]
-			if agg == nil {
-				agg = &gangAgg{gang: g, pgNames: map[string]int{}}
-				gangs[key] = agg
-				gangOrder = append(gangOrder, key)
-			}
-			agg.pods = append(agg.pods, pod)
-			if n := pod.Labels[api.LabelPodGroup]; n != "" {
-				agg.pgNames[n]++
-			}
+			gangs.add(g, pod)
 		}
-		all = append(all, placed{comp: ci, inst: ii, view: pv, healthy: pv.Ready || pod.Status.Phase == corev1.PodSucceeded})
+		placed = append(placed, placedPod{comp: ci, inst: ii, view: pv, healthy: pv.Ready || pod.Status.Phase == corev1.PodSucceeded})
 	}
-	if warned > 5 {
-		d.Warnings = append(d.Warnings, fmt.Sprintf("… and %d more such warnings", warned-5))
-	}
+	d.Warnings = append(d.Warnings, warns.lines()...)
+	sort.Slice(d.Unmatched, func(i, j int) bool { return d.Unmatched[i].Name < d.Unmatched[j].Name })
+	return placed, gangs
+}
 
-	// Counts, then the pods shown: unhealthy first, --pod-limit per component.
-	sort.SliceStable(all, func(i, j int) bool {
-		if all[i].healthy != all[j].healthy {
-			return !all[i].healthy
+// locatePod finds the component and instance of d the definition puts pod
+// in; the error says, for a person, why it is in none.
+func locatePod(ctx context.Context, d *Description, c *definition.Compiled, compIdx map[string]int, pod *corev1.Pod) (ci, ii int, m *definition.PodMatch, err error) {
+	m, err = c.MatchPod(ctx, pod)
+	if errors.Is(err, definition.ErrNoComponent) {
+		return 0, 0, nil, errors.New("no component of the definition selects it")
+	}
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	ci, ok := compIdx[m.Component]
+	if !ok || len(d.Components[ci].Instances) == 0 {
+		return 0, 0, nil, fmt.Errorf("component %q has no instance in the spec", m.Component)
+	}
+	insts := d.Components[ci].Instances
+	for i, inst := range insts {
+		if inst.ID == m.Instance {
+			return ci, i, m, nil
 		}
-		return all[i].view.Name < all[j].view.Name
+	}
+	// The one instance of a component takes its pods, whatever they name.
+	if len(insts) == 1 {
+		return ci, 0, m, nil
+	}
+	return 0, 0, nil, fmt.Errorf("instance %q of component %q is not in the spec", m.Instance, m.Component)
+}
+
+// cappedWarnings keeps the first few of a warning given per pod: a broken
+// definition can fail on every pod, and a handful of lines says it as well
+// as a thousand.
+type cappedWarnings struct {
+	kept []string
+	n    int
+}
+
+const maxPodWarnings = 5
+
+func (w *cappedWarnings) add(format string, args ...any) {
+	if w.n < maxPodWarnings {
+		w.kept = append(w.kept, fmt.Sprintf(format, args...))
+	}
+	w.n++
+}
+
+func (w *cappedWarnings) lines() []string {
+	if w.n > maxPodWarnings {
+		return append(w.kept, fmt.Sprintf("… and %d more such warnings", w.n-maxPodWarnings))
+	}
+	return w.kept
+}
+
+// countPods counts the pods found per instance, component and workload,
+// then keeps the pods shown: unhealthy first, --pod-limit per component.
+func countPods(d *Description, placed []placedPod, podLimit int) {
+	sort.SliceStable(placed, func(i, j int) bool {
+		if placed[i].healthy != placed[j].healthy {
+			return !placed[i].healthy
+		}
+		return placed[i].view.Name < placed[j].view.Name
 	})
 	shown := map[int]int{}
-	for _, p := range all {
+	for _, p := range placed {
 		cv := &d.Components[p.comp]
 		iv := &cv.Instances[p.inst]
 		for _, c := range []*PodCounts{&cv.Pods, &iv.Pods} {
@@ -269,20 +318,23 @@ func buildDescription(ctx context.Context, in describeInput) (*Description, erro
 		if p.view.Node != "" {
 			d.Totals.BoundPods++
 		}
-		if in.PodLimit > 0 && shown[p.comp] >= in.PodLimit {
+		if podLimit > 0 && shown[p.comp] >= podLimit {
 			iv.Omitted++
 			continue
 		}
 		shown[p.comp]++
 		iv.Items = append(iv.Items, p.view)
 	}
-	sort.Slice(d.Unmatched, func(i, j int) bool { return d.Unmatched[i].Name < d.Unmatched[j].Name })
+}
 
-	// Gangs: the instances the pods form, named by their PodGroup.
+// addGangs adds the gang instances the pods form, named by their PodGroup,
+// then the workload's PodGroups no pod of the view points to (pods not
+// created yet, or deleted), and gives each pod shown its gang's name.
+func addGangs(d *Description, in describeInput, gangs *gangSet) {
 	usedPG := map[string]bool{}
 	podGang := map[string]string{}
-	for _, key := range gangOrder {
-		agg := gangs[key]
+	for _, key := range gangs.order {
+		agg := gangs.byKey[key]
 		gv := agg.view(in)
 		usedPG[gv.Name] = true
 		for _, p := range agg.pods {
@@ -290,16 +342,7 @@ func buildDescription(ctx context.Context, in describeInput) (*Description, erro
 		}
 		d.Gangs = append(d.Gangs, gv)
 	}
-	// PodGroups of the workload that no pod of it points to (pods not
-	// created yet, or deleted).
-	var pgNames []string
-	for n := range in.PodGroups {
-		if !usedPG[n] {
-			pgNames = append(pgNames, n)
-		}
-	}
-	sort.Strings(pgNames)
-	for _, n := range pgNames {
+	for _, n := range podGroupsWithoutPods(in.PodGroups, usedPG) {
 		// Counted over every pod labelled with it: a pod viewed alone
 		// (describe pod/<member>) is one member of a gang its definition
 		// does not know, and the gang is still all of them.
@@ -321,21 +364,33 @@ func buildDescription(ctx context.Context, in describeInput) (*Description, erro
 			}
 		}
 	}
+}
 
-	plans, err := in.Compiled.GangPlans(ctx, root)
+// podGroupsWithoutPods lists, sorted, the PodGroups of pgs not in used.
+func podGroupsWithoutPods(pgs map[string]*podGroupInfo, used map[string]bool) []string {
+	var names []string
+	for n := range pgs {
+		if !used[n] {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// addPlans adds what each gang definition yields on the spec alone.
+func addPlans(ctx context.Context, d *Description, in describeInput) {
+	plans, err := in.Compiled.GangPlans(ctx, in.Root)
 	if err != nil {
 		d.Warnings = append(d.Warnings, fmt.Sprintf("gang plans: %v", err))
 	}
 	for _, p := range plans {
-		pg := planPodGroupName(root.GetName(), in.Compiled.Definition(), p.Definition)
+		pg := planPodGroupName(in.Root.GetName(), in.Compiled.Definition(), p.Definition)
 		d.Plans = append(d.Plans, GangPlanView{
 			Definition: p.Definition, PodGroup: pg, Members: nonNil(p.Members), Instances: p.Instances, MinMember: p.MinMember,
 			MinResources: resourceMap(p.MinResources), TopologyRequired: p.TopologyRequired, TopologyPreferred: p.TopologyPreferred,
 		})
 	}
-	d.Warnings = append(d.Warnings, schedulerWarnings(in.Pods)...)
-	d.Warnings = append(d.Warnings, in.Warnings...)
-	return d, nil
 }
 
 // schedulerWarnings says, live, when a pod waits that no scheduler has
@@ -376,6 +431,27 @@ type gangAgg struct {
 	gang    *definition.Gang
 	pods    []*corev1.Pod
 	pgNames map[string]int
+}
+
+// gangSet collects the gang instances the pods form, in the order their
+// first pods come.
+type gangSet struct {
+	byKey map[string]*gangAgg
+	order []string
+}
+
+func (s *gangSet) add(g *definition.Gang, pod *corev1.Pod) {
+	key := g.Definition + "\x00" + strings.Join(g.Keys, "\x00")
+	agg := s.byKey[key]
+	if agg == nil {
+		agg = &gangAgg{gang: g, pgNames: map[string]int{}}
+		s.byKey[key] = agg
+		s.order = append(s.order, key)
+	}
+	agg.pods = append(agg.pods, pod)
+	if n := pod.Labels[api.LabelPodGroup]; n != "" {
+		agg.pgNames[n]++
+	}
 }
 
 func (a *gangAgg) view(in describeInput) GangView {
