@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -152,39 +151,22 @@ func (o *DescribeOptions) run(ctx context.Context) error {
 	}
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	var descs []*Description
-	var err error
-	if o.Filename != "" {
-		descs, err = o.runOffline(ctx)
-	} else {
-		var d *Description
-		d, err = o.runLive(ctx)
-		descs = []*Description{d}
-	}
+	descs, err := o.describe(ctx)
 	if err != nil {
 		return err
 	}
-	return o.print(descs)
+	return renderDescriptions(o.Out, newPainter(o.env, o.Out), descs, o.Output, o.ComponentLimit)
 }
 
-func (o *DescribeOptions) print(descs []*Description) error {
-	switch o.Output {
-	case "json", "yaml":
-		if len(descs) == 1 {
-			return printData(o.Out, o.Output, descs[0])
-		}
-		return printData(o.Out, o.Output, struct {
-			Items []*Description `json:"items"`
-		}{descs})
+// describe builds the view of the workload named, or of each workload of
+// -f; writing it out is renderDescriptions' part alone.
+func (o *DescribeOptions) describe(ctx context.Context) ([]*Description, error) {
+	if o.Filename != "" {
+		return o.runOffline(ctx)
 	}
-	p := newPainter(o.env, o.Out)
-	for i, d := range descs {
-		if i > 0 {
-			fmt.Fprintln(o.Out)
-		}
-		if err := renderDescription(o.Out, p, d, o.Output == "wide", o.ComponentLimit); err != nil {
-			return err
-		}
+	d, err := o.runLive(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	return []*Description{d}, nil
 }

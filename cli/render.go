@@ -8,6 +8,31 @@ import (
 	"strings"
 )
 
+// renderDescriptions writes describe's views in format (table, wide,
+// json, yaml). A view is complete when it comes here and nothing is worked
+// out below but layout, so another renderer starts from the same
+// Descriptions without a second describe.
+func renderDescriptions(w io.Writer, p painter, descs []*Description, format string, componentLimit int) error {
+	switch format {
+	case "json", "yaml":
+		if len(descs) == 1 {
+			return printData(w, format, descs[0])
+		}
+		return printData(w, format, struct {
+			Items []*Description `json:"items"`
+		}{descs})
+	}
+	for i, d := range descs {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		if err := renderDescription(w, p, d, format == "wide", componentLimit); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // renderDescription writes the table view of one workload.
 func renderDescription(w io.Writer, p painter, d *Description, wide bool, componentLimit int) error {
 	if err := writeHeader(w, p, d); err != nil {
