@@ -250,15 +250,25 @@ func workloadPods(ctx context.Context, owners *ownerIndex, root *unstructured.Un
 	return out, nil
 }
 
-// listPodGroups lists the PodGroups of ns; a cluster without the PodGroup
-// CRD has none.
+// listPodGroups lists the PodGroups of ns (every namespace for ""); a
+// cluster without the PodGroup CRD has none.
 func listPodGroups(ctx context.Context, c *Cluster, ns string) ([]unstructured.Unstructured, error) {
+	pgs, err := readPodGroups(ctx, c, ns)
+	if err != nil {
+		return nil, fmt.Errorf("list PodGroups: %v", err)
+	}
+	return pgs, nil
+}
+
+// readPodGroups is listPodGroups with the API's error as it came, for a
+// caller that words its own.
+func readPodGroups(ctx context.Context, c *Cluster, ns string) ([]unstructured.Unstructured, error) {
 	if _, err := c.Mapper.RESTMapping(podGroupGK, podGroupGVR.Version); err != nil {
 		return nil, nil
 	}
 	list, err := c.Dynamic.Resource(podGroupGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("list PodGroups: %v", err)
+		return nil, err
 	}
 	return list.Items, nil
 }

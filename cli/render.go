@@ -525,66 +525,6 @@ func contains(s []string, v string) bool {
 	return false
 }
 
-// renderWorkloads writes the table of "muster get".
-func renderWorkloads(w io.Writer, p painter, rows []WorkloadRow, allNamespaces, wide bool) error {
-	t := &table{}
-	var head []string
-	if allNamespaces {
-		head = append(head, "NAMESPACE")
-	}
-	head = append(head, "KIND", "NAME", "STATUS", "PODS", "GPUS", "GANGS", "AGE")
-	if wide {
-		head = append(head, "PRIORITY", "DEFINITION", "NODES")
-	}
-	t.addPlain(head...)
-	for _, r := range rows {
-		var cells []cell
-		if allNamespaces {
-			cells = append(cells, plain(r.Namespace))
-		}
-		status := strings.Join(r.Phases, ",")
-		shown := make([]string, len(r.Phases))
-		for i, ph := range r.Phases {
-			shown[i] = p.status(ph)
-		}
-		shownStatus := strings.Join(shown, ",")
-		if r.Error != "" {
-			status, shownStatus = "Error", p.bad("Error")
-		}
-		gangs := "-"
-		if r.Gangs > 0 {
-			gangs = fmt.Sprintf("%d/%d", r.GangsBound, r.Gangs)
-		}
-		if r.GangsUnschedulable > 0 {
-			// The phase of a workload whose gang cannot be placed often
-			// still reads Initializing: say it is stuck.
-			gangs += fmt.Sprintf(" (%d unschedulable)", r.GangsUnschedulable)
-		}
-		age := r.Age
-		if age == "" {
-			age = "<unknown>"
-		}
-		cells = append(cells, plain(r.Kind), plain(r.Name), painted(status, shownStatus),
-			plain(fmt.Sprintf("%d/%d", r.ReadyPods, r.Pods)), plain(fmt.Sprint(r.GPUs)), plain(gangs), plain(age))
-		if wide {
-			cells = append(cells, plain(priorityCell(r.Priority, "")), plain(r.Definition), plain(nodeList(r.Nodes)))
-		}
-		t.add(cells...)
-	}
-	return t.write(w)
-}
-
-// nodeList shows up to three nodes and a count of the rest.
-func nodeList(nodes []string) string {
-	if len(nodes) == 0 {
-		return "<none>"
-	}
-	if len(nodes) <= 3 {
-		return strings.Join(nodes, ",")
-	}
-	return strings.Join(nodes[:3], ",") + fmt.Sprintf(",+%d", len(nodes)-3)
-}
-
 func plural(n int64, word string) string {
 	if n == 1 {
 		return fmt.Sprintf("%d %s", n, word)
