@@ -12,6 +12,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/discovery"
@@ -37,6 +38,18 @@ type Cluster struct {
 	// ExplicitNamespace says whether -n gave it.
 	Namespace         string
 	ExplicitNamespace bool
+}
+
+// namespaceOr is ns when set (-n), else the current context's namespace,
+// else "default", as kubectl picks it.
+func (c *Cluster) namespaceOr(ns string) string {
+	if ns == "" {
+		ns = c.Namespace
+	}
+	if ns == "" {
+		ns = metav1.NamespaceDefault
+	}
+	return ns
 }
 
 func newClusterFromFlags(f *genericclioptions.ConfigFlags) (*Cluster, error) {
@@ -176,6 +189,42 @@ func served(mapper meta.RESTMapper, gk schema.GroupKind, versions ...string) (*m
 		}
 	}
 	return nil, false
+}
+
+// unknownTypeError says a type is unknown and suggests the nearest known
+// spelling.
+func unknownTypeError(arg string, defs *definitions, c *Cluster) error {
+	cands := defs.typeCandidates(c.Mapper, shortNames(c))
+	msg := fmt.Sprintf("the cluster has no resource type %q", arg)
+	if s := suggest(arg, cands); len(s) > 0 {
+		msg += fmt.Sprintf("; did you mean %q?", s[0])
+	} else {
+		msg += fmt.Sprintf(" (defined types: %s)", strings.Join(defs.kindNames(), ", "))
+	}
+	return notFoundErrorf("%s", msg)
+}
+
+// shortNames reads the short names of served resources from discovery
+// (cached on disk by cli-runtime). Failures leave them out: they only
+// improve suggestions.
+func shortNames(c *Cluster) map[schema.GroupResource][]string {
+	out := map[schema.GroupResource][]string{}
+	if c.Discovery == nil {
+		return out
+	}
+	lists, _ := c.Discovery.ServerPreferredResources()
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		if err != nil {
+			continue
+		}
+		for _, r := range l.APIResources {
+			if len(r.ShortNames) > 0 {
+				out[schema.GroupResource{Group: gv.Group, Resource: r.Name}] = r.ShortNames
+			}
+		}
+	}
+	return out
 }
 
 // withTimeout bounds one command's API work so a stuck server cannot hang

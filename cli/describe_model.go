@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,15 +12,18 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/kubectl/pkg/util/podutils"
 
-	"github.com/muster-io/muster/api"
 	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
+	"github.com/muster-io/muster/catalog"
 	"github.com/muster-io/muster/definition"
-	"github.com/muster-io/muster/internal/naming"
 )
 
 // defRef says which definition describes a workload and where it is from.
 type defRef struct {
 	Name, Origin, Source string
+}
+
+func entryRef(ent *catalog.Entry) defRef {
+	return defRef{Name: ent.Name, Origin: string(ent.Origin), Source: ent.Source}
 }
 
 // podGroupInfo is what describe reads from a PodGroup.
@@ -60,6 +62,9 @@ type describeInput struct {
 	// PodLimit caps the pods shown per component; 0 shows all.
 	PodLimit int
 	GPUNames []corev1.ResourceName
+	// Warnings are those of gathering the input (a list that failed, a
+	// reference not read); the view shows them after its own.
+	Warnings []string
 }
 
 // resources of one pod or template, in the units of the JSON output.
@@ -82,7 +87,30 @@ func requestsOf(spec *corev1.PodSpec, gpuNames []corev1.ResourceName) podResourc
 	return r
 }
 
+// buildDescription turns what describe gathered into the view: the
+// components and instances the spec asks for, the pods found in them, the
+// gangs the pods form and the gangs the spec plans. It does no I/O, so
+// every renderer shows the same view, live or offline.
 func buildDescription(ctx context.Context, in describeInput) (*Description, error) {
+	d := newDescription(in)
+	wl, err := in.Compiled.Extract(ctx, in.Root)
+	if err != nil {
+		return nil, invalidErrorf("definition %s on %s %s: %v", in.Def.Name, in.Root.GetKind(), in.Root.GetName(), err)
+	}
+	addStatus(ctx, d, in)
+	compIdx := addComponents(d, wl, in.GPUNames)
+	placed, gangs := placePods(ctx, d, in, compIdx)
+	countPods(d, placed, in.PodLimit)
+	addGangs(d, in, gangs)
+	addPlans(ctx, d, in)
+	d.Warnings = append(d.Warnings, schedulerWarnings(in.Pods)...)
+	d.Warnings = append(d.Warnings, in.Warnings...)
+	return d, nil
+}
+
+// newDescription is the header of the view: what the workload is and
+// which definition reads it.
+func newDescription(in describeInput) *Description {
 	root := in.Root
 	d := &Description{
 		Kind:             root.GetKind(),
@@ -101,13 +129,13 @@ func buildDescription(ctx context.Context, in describeInput) (*Description, erro
 		d.Created = ts.UTC().Format(time.RFC3339)
 		d.Age = duration.HumanDuration(in.Now.Sub(ts))
 	}
-	what := fmt.Sprintf("definition %s on %s %s", in.Def.Name, root.GetKind(), root.GetName())
+	return d
+}
 
-	wl, err := in.Compiled.Extract(ctx, root)
-	if err != nil {
-		return nil, invalidErrorf("%s: %v", what, err)
-	}
-	st, err := in.Compiled.Status(ctx, root)
+// addStatus reads the workload's phases and conditions. A status the
+// definition cannot read is a warning, not an error: the tree still shows.
+func addStatus(ctx context.Context, d *Description, in describeInput) {
+	st, err := in.Compiled.Status(ctx, in.Root)
 	if err != nil {
 		d.Warnings = append(d.Warnings, fmt.Sprintf("status: %v", err))
 		d.Phases = []string{string(kartav1alpha1.StatusUndefined)}
@@ -123,33 +151,14 @@ func buildDescription(ctx context.Context, in describeInput) (*Description, erro
 	if len(d.Phases) == 0 {
 		d.Phases = []string{string(kartav1alpha1.StatusUndefined)}
 	}
+}
 
-	// Components and instances from the spec.
+// addComponents adds the components and instances the spec asks for, with
+// their desired pods and requests, and returns each one's index by name.
+func addComponents(d *Description, wl *definition.Workload, gpuNames []corev1.ResourceName) map[string]int {
 	compIdx := map[string]int{}
 	for _, c := range wl.Components {
-		cv := ComponentView{Name: c.Name, Parent: c.Parent, HasPods: c.HasPods, Instances: []InstanceView{}}
-		if c.Kind != nil {
-			cv.Kind = gvkString(c.Kind.GroupKind(), c.Kind.Version)
-		}
-		for _, inst := range c.Instances {
-			iv := InstanceView{ID: inst.ID, Replicas: inst.Replicas, MinReplicas: inst.MinReplicas, MaxReplicas: inst.MaxReplicas, Items: []PodView{}}
-			cv.Replicas += int64(inst.Replicas) // its own total: counts are not multiplied by the parent
-			if c.HasPods {
-				var r podResources
-				if inst.Template != nil {
-					r = requestsOf(&inst.Template.Spec, in.GPUNames)
-				}
-				iv.GPUsPerPod, iv.CPUMillisPerPod, iv.MemoryBytesPerPod = r.gpus, r.cpuMillis, r.memBytes
-				iv.GPUs = r.gpus * inst.Pods
-				iv.Pods.Desired, iv.Pods.Min = inst.Pods, inst.MinPods
-				cv.GPUs += iv.GPUs
-				cv.CPUMillis += r.cpuMillis * inst.Pods
-				cv.MemoryBytes += r.memBytes * inst.Pods
-				cv.Pods.Desired += inst.Pods
-				cv.Pods.Min += inst.MinPods
-			}
-			cv.Instances = append(cv.Instances, iv)
-		}
+		cv := componentView(c, gpuNames)
 		compIdx[c.Name] = len(d.Components)
 		d.Components = append(d.Components, cv)
 		if c.HasPods {
@@ -160,89 +169,134 @@ func buildDescription(ctx context.Context, in describeInput) (*Description, erro
 			d.Totals.MemoryBytes += cv.MemoryBytes
 		}
 	}
+	return compIdx
+}
 
-	// Pods: component, instance, gang.
-	type placed struct {
-		comp, inst int
-		view       PodView
-		healthy    bool
+func componentView(c definition.Component, gpuNames []corev1.ResourceName) ComponentView {
+	cv := ComponentView{Name: c.Name, Parent: c.Parent, HasPods: c.HasPods, Instances: []InstanceView{}}
+	if c.Kind != nil {
+		cv.Kind = gvkString(c.Kind.GroupKind(), c.Kind.Version)
 	}
-	var all []placed
-	gangs := map[string]*gangAgg{}
-	var gangOrder []string
-	warned := 0
-	warn := func(format string, args ...any) {
-		// A broken definition can fail on every pod; a handful of lines
-		// says it as well as a thousand.
-		if warned < 5 {
-			d.Warnings = append(d.Warnings, fmt.Sprintf(format, args...))
+	for _, inst := range c.Instances {
+		iv := InstanceView{ID: inst.ID, Replicas: inst.Replicas, MinReplicas: inst.MinReplicas, MaxReplicas: inst.MaxReplicas, Items: []PodView{}}
+		cv.Replicas += int64(inst.Replicas) // its own total: counts are not multiplied by the parent
+		if c.HasPods {
+			var r podResources
+			if inst.Template != nil {
+				r = requestsOf(&inst.Template.Spec, gpuNames)
+			}
+			iv.GPUsPerPod, iv.CPUMillisPerPod, iv.MemoryBytesPerPod = r.gpus, r.cpuMillis, r.memBytes
+			iv.GPUs = r.gpus * inst.Pods
+			iv.Pods.Desired, iv.Pods.Min = inst.Pods, inst.MinPods
+			cv.GPUs += iv.GPUs
+			cv.CPUMillis += r.cpuMillis * inst.Pods
+			cv.MemoryBytes += r.memBytes * inst.Pods
+			cv.Pods.Desired += inst.Pods
+			cv.Pods.Min += inst.MinPods
 		}
-		warned++
+		cv.Instances = append(cv.Instances, iv)
 	}
+	return cv
+}
+
+// placedPod is a pod found in one instance of one component of the view.
+type placedPod struct {
+	comp, inst int
+	view       PodView
+	healthy    bool
+}
+
+// placePods puts each pod in its component and instance, and in its gang;
+// a pod that fits nowhere is listed as unmatched, with why.
+func placePods(ctx context.Context, d *Description, in describeInput, compIdx map[string]int) ([]placedPod, *gangSet) {
+	var placed []placedPod
+	gangs := &gangSet{byKey: map[string]*gangAgg{}}
+	var warns cappedWarnings
 	for _, pod := range in.Pods {
 		pv := podView(pod, in.SchedulingEvents, in.GPUNames)
-		m, err := in.Compiled.MatchPod(ctx, pod)
+		ci, ii, m, err := locatePod(ctx, d, in.Compiled, compIdx, pod)
 		if err != nil {
-			reason := "no component of the definition selects it"
-			if !errors.Is(err, definition.ErrNoComponent) {
-				reason = err.Error()
-			}
-			d.Unmatched = append(d.Unmatched, UnmatchedPod{Name: pod.Name, Reason: reason})
-			continue
-		}
-		ci, ok := compIdx[m.Component]
-		if !ok || len(d.Components[ci].Instances) == 0 {
-			d.Unmatched = append(d.Unmatched, UnmatchedPod{Name: pod.Name, Reason: fmt.Sprintf("component %q has no instance in the spec", m.Component)})
-			continue
-		}
-		ii := -1
-		for i, inst := range d.Components[ci].Instances {
-			if inst.ID == m.Instance {
-				ii = i
-				break
-			}
-		}
-		if ii < 0 && len(d.Components[ci].Instances) == 1 {
-			ii = 0
-		}
-		if ii < 0 {
-			d.Unmatched = append(d.Unmatched, UnmatchedPod{Name: pod.Name, Reason: fmt.Sprintf("instance %q of component %q is not in the spec", m.Instance, m.Component)})
+			d.Unmatched = append(d.Unmatched, UnmatchedPod{Name: pod.Name, Reason: err.Error()})
 			continue
 		}
 		pv.Replica = m.Replica
 
-		g, err := in.Compiled.GangForPod(ctx, root, pod)
+		g, err := in.Compiled.GangForPod(ctx, in.Root, pod)
 		if err != nil {
-			warn("gang of pod %s: %v", pod.Name, err)
+			warns.add("gang of pod %s: %v", pod.Name, err)
 		}
 		if g != nil {
-			key := g.Definition + "\x00" + strings.Join(g.Keys, "\x00")
-			agg := gangs[key]
-			if agg == nil {
-				agg = &gangAgg{gang: g, pgNames: map[string]int{}}
-				gangs[key] = agg
-				gangOrder = append(gangOrder, key)
-			}
-			agg.pods = append(agg.pods, pod)
-			if n := pod.Labels[api.LabelPodGroup]; n != "" {
-				agg.pgNames[n]++
-			}
+			gangs.add(g, pod)
 		}
-		all = append(all, placed{comp: ci, inst: ii, view: pv, healthy: pv.Ready || pod.Status.Phase == corev1.PodSucceeded})
+		placed = append(placed, placedPod{comp: ci, inst: ii, view: pv, healthy: pv.Ready || pod.Status.Phase == corev1.PodSucceeded})
 	}
-	if warned > 5 {
-		d.Warnings = append(d.Warnings, fmt.Sprintf("… and %d more such warnings", warned-5))
-	}
+	d.Warnings = append(d.Warnings, warns.lines()...)
+	sort.Slice(d.Unmatched, func(i, j int) bool { return d.Unmatched[i].Name < d.Unmatched[j].Name })
+	return placed, gangs
+}
 
-	// Counts, then the pods shown: unhealthy first, --pod-limit per component.
-	sort.SliceStable(all, func(i, j int) bool {
-		if all[i].healthy != all[j].healthy {
-			return !all[i].healthy
+// locatePod finds the component and instance of d the definition puts pod
+// in; the error says, for a person, why it is in none.
+func locatePod(ctx context.Context, d *Description, c *definition.Compiled, compIdx map[string]int, pod *corev1.Pod) (ci, ii int, m *definition.PodMatch, err error) {
+	m, err = c.MatchPod(ctx, pod)
+	if errors.Is(err, definition.ErrNoComponent) {
+		return 0, 0, nil, errors.New("no component of the definition selects it")
+	}
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	ci, ok := compIdx[m.Component]
+	if !ok || len(d.Components[ci].Instances) == 0 {
+		return 0, 0, nil, fmt.Errorf("component %q has no instance in the spec", m.Component)
+	}
+	insts := d.Components[ci].Instances
+	for i, inst := range insts {
+		if inst.ID == m.Instance {
+			return ci, i, m, nil
 		}
-		return all[i].view.Name < all[j].view.Name
+	}
+	// The one instance of a component takes its pods, whatever they name.
+	if len(insts) == 1 {
+		return ci, 0, m, nil
+	}
+	return 0, 0, nil, fmt.Errorf("instance %q of component %q is not in the spec", m.Instance, m.Component)
+}
+
+// cappedWarnings keeps the first few of a warning given per pod: a broken
+// definition can fail on every pod, and a handful of lines says it as well
+// as a thousand.
+type cappedWarnings struct {
+	kept []string
+	n    int
+}
+
+const maxPodWarnings = 5
+
+func (w *cappedWarnings) add(format string, args ...any) {
+	if w.n < maxPodWarnings {
+		w.kept = append(w.kept, fmt.Sprintf(format, args...))
+	}
+	w.n++
+}
+
+func (w *cappedWarnings) lines() []string {
+	if w.n > maxPodWarnings {
+		return append(w.kept, fmt.Sprintf("… and %d more such warnings", w.n-maxPodWarnings))
+	}
+	return w.kept
+}
+
+// countPods counts the pods found per instance, component and workload,
+// then keeps the pods shown: unhealthy first, --pod-limit per component.
+func countPods(d *Description, placed []placedPod, podLimit int) {
+	sort.SliceStable(placed, func(i, j int) bool {
+		if placed[i].healthy != placed[j].healthy {
+			return !placed[i].healthy
+		}
+		return placed[i].view.Name < placed[j].view.Name
 	})
 	shown := map[int]int{}
-	for _, p := range all {
+	for _, p := range placed {
 		cv := &d.Components[p.comp]
 		iv := &cv.Instances[p.inst]
 		for _, c := range []*PodCounts{&cv.Pods, &iv.Pods} {
@@ -261,72 +315,13 @@ func buildDescription(ctx context.Context, in describeInput) (*Description, erro
 		if p.view.Node != "" {
 			d.Totals.BoundPods++
 		}
-		if in.PodLimit > 0 && shown[p.comp] >= in.PodLimit {
+		if podLimit > 0 && shown[p.comp] >= podLimit {
 			iv.Omitted++
 			continue
 		}
 		shown[p.comp]++
 		iv.Items = append(iv.Items, p.view)
 	}
-	sort.Slice(d.Unmatched, func(i, j int) bool { return d.Unmatched[i].Name < d.Unmatched[j].Name })
-
-	// Gangs: the instances the pods form, named by their PodGroup.
-	usedPG := map[string]bool{}
-	podGang := map[string]string{}
-	for _, key := range gangOrder {
-		agg := gangs[key]
-		gv := agg.view(in)
-		usedPG[gv.Name] = true
-		for _, p := range agg.pods {
-			podGang[p.Name] = gv.Name
-		}
-		d.Gangs = append(d.Gangs, gv)
-	}
-	// PodGroups of the workload that no pod of it points to (pods not
-	// created yet, or deleted).
-	var pgNames []string
-	for n := range in.PodGroups {
-		if !usedPG[n] {
-			pgNames = append(pgNames, n)
-		}
-	}
-	sort.Strings(pgNames)
-	for _, n := range pgNames {
-		// Counted over every pod labelled with it: a pod viewed alone
-		// (describe pod/<member>) is one member of a gang its definition
-		// does not know, and the gang is still all of them.
-		pg := in.PodGroups[n]
-		agg := &gangAgg{gang: &definition.Gang{MinMember: pg.MinMember}, pods: in.GangPods[n], pgNames: map[string]int{n: 1}}
-		gv := agg.view(in)
-		for _, p := range in.Pods {
-			if p.Labels[api.LabelPodGroup] == n {
-				podGang[p.Name] = n
-			}
-		}
-		d.Gangs = append(d.Gangs, gv)
-	}
-	for ci := range d.Components {
-		for ii := range d.Components[ci].Instances {
-			items := d.Components[ci].Instances[ii].Items
-			for k := range items {
-				items[k].Gang = podGang[items[k].Name]
-			}
-		}
-	}
-
-	plans, err := in.Compiled.GangPlans(ctx, root)
-	if err != nil {
-		d.Warnings = append(d.Warnings, fmt.Sprintf("gang plans: %v", err))
-	}
-	for _, p := range plans {
-		pg := planPodGroupName(root.GetName(), in.Compiled.Definition(), p.Definition)
-		d.Plans = append(d.Plans, GangPlanView{
-			Definition: p.Definition, PodGroup: pg, Members: nonNil(p.Members), Instances: p.Instances, MinMember: p.MinMember,
-			MinResources: resourceMap(p.MinResources), TopologyRequired: p.TopologyRequired, TopologyPreferred: p.TopologyPreferred,
-		})
-	}
-	d.Warnings = append(d.Warnings, schedulerWarnings(in.Pods)...)
-	return d, nil
 }
 
 // schedulerWarnings says, live, when a pod waits that no scheduler has
@@ -360,176 +355,6 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
-}
-
-// gangAgg collects the pods of one gang instance.
-type gangAgg struct {
-	gang    *definition.Gang
-	pods    []*corev1.Pod
-	pgNames map[string]int
-}
-
-func (a *gangAgg) view(in describeInput) GangView {
-	g := a.gang
-	gv := GangView{
-		Definition:   g.Definition,
-		Keys:         g.Keys,
-		Members:      g.Members,
-		MinMember:    g.MinMember,
-		MinResources: resourceMap(g.MinResources),
-	}
-	// The PodGroup is the one the pods are labelled with; the pod-grouper
-	// labels them all alike, so the most common label is the gang's.
-	best := 0
-	for n, c := range a.pgNames {
-		if c > best || (c == best && n < gv.Name) {
-			gv.Name, best = n, c
-		}
-	}
-	if gv.Name == "" {
-		// No pod is labelled yet (offline, or before the pod-grouper saw
-		// them): the name the pod-grouper gives this gang's PodGroup.
-		gv.Name = naming.PodGroupName(in.Root.GetName(), in.Compiled.Definition(), g.Definition, g.Keys)
-	}
-	pg := in.PodGroups[gv.Name]
-	if pg != nil {
-		gv.PodGroupFound = true
-		if pg.MinMember > 0 {
-			gv.MinMember = pg.MinMember
-		}
-		if len(pg.MinResources) > 0 {
-			gv.MinResources = pg.MinResources
-		}
-		gv.Priority, gv.PriorityClass = pg.Priority, pg.PriorityClass
-	}
-	// Counted from the pods as they are now, so bound never exceeds the
-	// members however the gang was scaled; over every member of the
-	// PodGroup when it is known, not only the members in this view.
-	members := a.pods
-	if ps, ok := in.GangPods[gv.Name]; ok && pg != nil {
-		members = ps
-	}
-	for _, p := range members {
-		if !gangMember(p) {
-			continue
-		}
-		gv.Pods++
-		if p.Spec.NodeName != "" {
-			gv.Bound++
-		}
-	}
-	switch {
-	case pg != nil && pg.Phase != "":
-		gv.Phase = pg.Phase
-	case int32(gv.Bound) >= gv.MinMember && gv.Bound > 0:
-		gv.Phase = "Bound"
-	case !in.Live:
-		// Offline the gang is what the pod-grouper would create.
-		gv.Phase = "Planned"
-	default:
-		gv.Phase = "Pending"
-	}
-	if int32(gv.Bound) < gv.MinMember {
-		gv.Reason = a.pendingReason(in, gv, pg != nil)
-	}
-	gv.Elastic = elasticOf(gv)
-	return gv
-}
-
-// elasticOf splits an elastic gang (more members than its minMember) into
-// the quorum, placed all or nothing, and the extras above it, placed one by
-// one; nil for any other gang. The counts are the ones the scheduler puts in
-// its GangElastic event (plugins/gang: elasticSummary), so both read alike.
-func elasticOf(gv GangView) *ElasticView {
-	if gv.MinMember <= 0 || int32(gv.Pods) <= gv.MinMember {
-		return nil
-	}
-	quorum := min(int32(gv.Bound), gv.MinMember)
-	return &ElasticView{
-		Quorum: gv.MinMember, QuorumBound: quorum,
-		Extras: int32(gv.Pods) - gv.MinMember, ExtrasBound: int32(gv.Bound) - quorum,
-	}
-}
-
-// planPodGroupName is the PodGroup name of a gang plan when the spec alone
-// tells it, else "" (a grouped gang: one PodGroup per key, named after pod
-// values). A definition without gangs gets one only through the
-// muster.io/min-member override: the whole workload, named after the root
-// component, which the pod-grouper names as every whole-workload gang.
-func planPodGroupName(workload string, k *kartav1alpha1.Karta, gangDef string) string {
-	if n, ok := naming.WholeWorkloadName(workload, k, gangDef); ok {
-		return n
-	}
-	if k != nil && gangDef == k.Spec.StructureDefinition.RootComponent.Name && !hasGangInstruction(k) {
-		return naming.PodGroupName(workload, k, gangDef, nil)
-	}
-	return ""
-}
-
-func hasGangInstruction(k *kartav1alpha1.Karta) bool {
-	oi := k.Spec.OptimizationInstructions
-	return oi != nil && oi.GangScheduling != nil && (len(oi.GangScheduling.PodGroups) > 0 || oi.GangScheduling.PodGroup != nil)
-}
-
-// gangMember says whether a pod of a gang counts as one of its members: a
-// pod being deleted or failed is on its way out (its controller replaces
-// it); a pod that ran to completion still counts.
-func gangMember(p *corev1.Pod) bool {
-	return p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed
-}
-
-// pendingReason says in plain words why a gang is not bound: too few
-// members for the current minMember, else what the scheduler said on its
-// pods or PodGroup, else what it waits for. The member count comes first:
-// the scheduler holds back the members of a gang short of its quorum
-// without touching their condition, which may still carry the reason of
-// an earlier size.
-func (a *gangAgg) pendingReason(in describeInput, gv GangView, pgFound bool) string {
-	if int32(gv.Pods) < gv.MinMember {
-		return fmt.Sprintf("waiting for pods: %d of %d created", gv.Pods, gv.MinMember)
-	}
-	msgs := map[string]int{}
-	for _, p := range a.pods {
-		if p.Spec.NodeName != "" || !gangMember(p) {
-			continue
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Message != "" {
-				msgs[c.Message]++
-			}
-		}
-	}
-	if m := mostCommon(msgs); m != "" {
-		return m
-	}
-	if m := in.SchedulingEvents["PodGroup/"+gv.Name]; m != "" {
-		return m
-	}
-	for _, p := range a.pods {
-		if m := in.SchedulingEvents["Pod/"+p.Name]; m != "" && p.Spec.NodeName == "" && gangMember(p) {
-			msgs[m]++
-		}
-	}
-	if m := mostCommon(msgs); m != "" {
-		return m
-	}
-	if in.Live && !pgFound {
-		return "no PodGroup yet: is the muster pod-grouper running?"
-	}
-	if in.Live {
-		return "waiting for the scheduler"
-	}
-	return ""
-}
-
-func mostCommon(m map[string]int) string {
-	best, n := "", 0
-	for k, c := range m {
-		if c > n || (c == n && k < best) {
-			best, n = k, c
-		}
-	}
-	return best
 }
 
 func resourceMap(rl corev1.ResourceList) map[string]string {

@@ -3,30 +3,17 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/pager"
-	"k8s.io/kubectl/pkg/util/podutils"
 
-	"github.com/muster-io/muster/api"
 	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
-	"github.com/muster-io/muster/catalog"
 )
 
 const getLong = `List top-level workloads of every kind muster has a definition for, with their
@@ -190,58 +177,6 @@ func hasPhase(row WorkloadRow, want []string) bool {
 	return false
 }
 
-// listObjects lists one resource in pages of chunk objects (0: one request)
-// through client-go's pager, which also falls back to one full list when a
-// continue token expires.
-func listObjects(ctx context.Context, ri dynamic.ResourceInterface, opts metav1.ListOptions, chunk int64) ([]*unstructured.Unstructured, error) {
-	p := pager.New(pager.SimplePageFunc(func(opts metav1.ListOptions) (runtime.Object, error) {
-		return ri.List(ctx, opts)
-	}))
-	p.PageSize = chunk
-	var out []*unstructured.Unstructured
-	err := p.EachListItem(ctx, opts, func(obj runtime.Object) error {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			return fmt.Errorf("unexpected list item %T", obj)
-		}
-		out = append(out, u)
-		return nil
-	})
-	return out, err
-}
-
-// kindToList is one kind get lists, with the definition that reads it.
-type kindToList struct {
-	ent     *catalog.Entry
-	mapping *meta.RESTMapping
-}
-
-// listableKind picks how to list gk: at the version of a definition the
-// cluster serves (the API server converts every object to it), else at the
-// preferred version with the definition Resolve finds for it. A kind the
-// cluster does not serve, or no definition fits, is left out (with a
-// warning for the latter).
-func (o *GetOptions) listableKind(c *Cluster, defs *definitions, gk schema.GroupKind) (kindToList, bool) {
-	for _, ent := range defs.reg.ForKind(gk) {
-		if ent.Compiled == nil {
-			continue
-		}
-		if m, err := c.Mapper.RESTMapping(gk, ent.Version); err == nil {
-			return kindToList{ent, m}, true
-		}
-	}
-	m, ok := served(c.Mapper, gk)
-	if !ok {
-		return kindToList{}, false
-	}
-	ent, err := defs.forGVK(m.GroupVersionKind)
-	if err != nil {
-		o.env.warnf("%s: %v", m.Resource.Resource, err)
-		return kindToList{}, false
-	}
-	return kindToList{ent, m}, true
-}
-
 // Run lists the workloads.
 func (o *GetOptions) Run(ctx context.Context) error {
 	return reportNoDefinition(o.Out, o.Output, o.TypeArg, o.run(ctx))
@@ -263,181 +198,47 @@ func (o *GetOptions) run(ctx context.Context) error {
 	}
 	ns := ""
 	if !o.AllNamespaces {
-		ns = *o.env.ConfigFlags.Namespace
-		if ns == "" {
-			ns = c.Namespace
-		}
-		if ns == "" {
-			ns = metav1.NamespaceDefault
-		}
+		ns = c.namespaceOr(*o.env.ConfigFlags.Namespace)
 	}
-
-	var kinds []kindToList
-	if o.TypeArg != "" {
-		rt, err := resolveType(c.Mapper, o.TypeArg)
-		if err != nil {
-			if isUnreachable(err) {
-				return apiError("discover types", err)
-			}
-			return unknownTypeError(o.TypeArg, defs, c)
+	kinds, err := o.kindsToList(c, defs)
+	if err != nil {
+		return err
+	}
+	wls, owned, err := o.topLevelWorkloads(ctx, c, defs, kinds, ns)
+	if err != nil {
+		return err
+	}
+	if len(wls) > 0 {
+		// Pods and PodGroups, once for all workloads.
+		byUID := map[types.UID]int{}
+		for i, w := range wls {
+			byUID[w.obj.GetUID()] = i
 		}
-		ent, err := defs.forGVK(rt.GVK)
-		if err != nil {
+		if err := o.addPods(ctx, c, ns, wls, byUID); err != nil {
 			return err
 		}
-		kinds = append(kinds, kindToList{ent, rt.Mapping})
-	} else {
-		seen := map[schema.GroupKind]bool{}
-		for _, e := range defs.reg.List() {
-			if e.Err != nil || seen[e.GroupKind] {
-				continue
-			}
-			seen[e.GroupKind] = true
-			if k, ok := o.listableKind(c, defs, e.GroupKind); ok {
-				kinds = append(kinds, k)
-			}
-		}
+		o.addPodGroups(ctx, c, ns, wls, byUID)
 	}
+	rows, filtered := o.rows(ctx, c, wls)
+	if len(rows) == 0 && filtered > 0 && o.Output != "json" && o.Output != "yaml" {
+		fmt.Fprintf(o.ErrOut, "No workloads with phase %s (%d found with other phases).\n", strings.Join(o.Phases, " or "), filtered)
+		return nil
+	}
+	return o.print(rows, ns, owned)
+}
 
-	// The workloads, top-level only.
-	type workload struct {
-		obj *unstructured.Unstructured
-		ent *catalog.Entry
-	}
-	var wls []workload
-	// An object is top-level when no controller above it has a definition,
-	// however many undefined objects sit in between: a Deployment's pods
-	// (pod → ReplicaSet → Deployment) belong to the Deployment.
-	topWalker := newOwnerWalker(clusterOwnerLookup(c))
-	ownedByDefined := func(obj *unstructured.Unstructured) bool {
-		refs, err := topWalker.refs(ctx, obj)
-		if err != nil {
-			o.env.warnf("%s %s/%s: %v", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
-		}
-		for _, ref := range refs {
-			if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil {
-				if _, ok := defs.reg.LookupGVK(gv.WithKind(ref.Kind)); ok {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	// owned counts, per resource, the objects left out because a defined
-	// workload above them owns them, so "nothing found" can say so.
-	owned := map[string]int{}
-	for _, k := range kinds {
-		ri := c.Dynamic.Resource(k.mapping.Resource)
-		var rif dynamic.ResourceInterface = ri
-		if k.mapping.Scope.Name() == meta.RESTScopeNameNamespace && ns != "" {
-			rif = ri.Namespace(ns)
-		}
-		var items []*unstructured.Unstructured
-		if o.NameArg != "" {
-			var obj *unstructured.Unstructured
-			obj, err = rif.Get(ctx, o.NameArg, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				where := ""
-				if ns != "" && k.mapping.Scope.Name() == meta.RESTScopeNameNamespace {
-					where = " in namespace " + ns
-				}
-				return notFoundErrorf("%s %q not found%s", k.mapping.GroupVersionKind.Kind, o.NameArg, where)
-			}
-			if err != nil {
-				return apiError("get "+k.mapping.Resource.Resource+" "+o.NameArg, err)
-			}
-			// A named workload is shown even when a defined workload
-			// owns it: the user asked for it.
-			wls = append(wls, workload{obj, k.ent})
-			continue
-		}
-		items, err = listObjects(ctx, rif, metav1.ListOptions{LabelSelector: o.Selector}, o.ChunkSize)
-		if err != nil {
-			if isUnreachable(err) {
-				return apiError("list "+k.mapping.Resource.Resource, err)
-			}
-			o.env.warnf("cannot list %s: %v", k.mapping.Resource.Resource, err)
-			continue
-		}
-		for _, obj := range items {
-			if ownedByDefined(obj) {
-				owned[k.mapping.Resource.Resource]++
-				continue
-			}
-			wls = append(wls, workload{obj, k.ent})
-		}
-	}
-
-	// Pods and PodGroups, once for all workloads.
-	byUID := map[types.UID]int{}
-	for i, w := range wls {
-		byUID[w.obj.GetUID()] = i
-	}
-	podsOf := make([][]*corev1.Pod, len(wls))
-	pgOf := make([][]*podGroupInfo, len(wls))
-	if len(wls) > 0 {
-		pods, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-		if err != nil {
-			return apiError("list pods", err)
-		}
-		walker := newOwnerWalker(clusterOwnerLookup(c))
-		for i := range pods.Items {
-			walker.remember(&pods.Items[i])
-		}
-		for i := range pods.Items {
-			p := &pods.Items[i]
-			if wi, ok := byUID[p.UID]; ok {
-				// A pod listed as a workload is its own only pod (as
-				// describe shows it): pods below it belong higher up.
-				podsOf[wi] = append(podsOf[wi], p)
-				continue
-			}
-			chain, err := walker.chain(ctx, p)
-			if err != nil {
-				o.env.warnf("pod %s/%s: %v", p.Namespace, p.Name, err)
-			}
-			for _, u := range chain {
-				if wi, ok := byUID[u]; ok {
-					if !isPod(wls[wi].obj) {
-						podsOf[wi] = append(podsOf[wi], p)
-					}
-					break
-				}
-			}
-		}
-		if _, err := c.Mapper.RESTMapping(podGroupGK, podGroupGVR.Version); err == nil {
-			var pgs *unstructured.UnstructuredList
-			if ns != "" {
-				pgs, err = c.Dynamic.Resource(podGroupGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
-			} else {
-				pgs, err = c.Dynamic.Resource(podGroupGVR).List(ctx, metav1.ListOptions{})
-			}
-			if err != nil {
-				o.env.warnf("cannot list PodGroups: %v", err)
-			} else {
-				for i := range pgs.Items {
-					pg := &pgs.Items[i]
-					for _, r := range pg.GetOwnerReferences() {
-						if wi, ok := byUID[r.UID]; ok {
-							pgOf[wi] = append(pgOf[wi], podGroupFrom(pg))
-							break
-						}
-					}
-				}
-			}
-		}
-	}
-
+// rows sums up each workload, keeps those with a phase asked for and
+// sorts them by namespace, kind and name; filtered counts the others.
+func (o *GetOptions) rows(ctx context.Context, c *Cluster, wls []listedWorkload) (rows []WorkloadRow, filtered int) {
 	now := o.env.Now()
-	rows := make([]WorkloadRow, 0, len(wls))
-	filtered := 0
+	rows = make([]WorkloadRow, 0, len(wls))
 	refs := liveRefs(c)
-	for i, w := range wls {
+	for _, w := range wls {
 		rctx, refWarnings := refs.bind(ctx, w.ent.Compiled, w.obj)
 		for _, msg := range refWarnings {
 			o.env.warnf("%s %s/%s: %s", w.obj.GetKind(), w.obj.GetNamespace(), w.obj.GetName(), msg)
 		}
-		row := workloadRow(rctx, w.obj, w.ent, podsOf[i], pgOf[i], now, o.env.gpuNames())
+		row := workloadRow(rctx, w.obj, w.ent, w.pods, w.pgs, now, o.env.gpuNames())
 		if len(o.Phases) > 0 && !hasPhase(row, o.Phases) {
 			filtered++
 			continue
@@ -454,11 +255,7 @@ func (o *GetOptions) run(ctx context.Context) error {
 		}
 		return a.Name < b.Name
 	})
-	if len(rows) == 0 && filtered > 0 && o.Output != "json" && o.Output != "yaml" {
-		fmt.Fprintf(o.ErrOut, "No workloads with phase %s (%d found with other phases).\n", strings.Join(o.Phases, " or "), filtered)
-		return nil
-	}
-	return o.print(rows, ns, owned)
+	return rows, filtered
 }
 
 func (o *GetOptions) print(rows []WorkloadRow, ns string, owned map[string]int) error {
@@ -487,96 +284,62 @@ func (o *GetOptions) print(rows []WorkloadRow, ns string, owned map[string]int) 
 	return renderWorkloads(o.Out, newPainter(o.env, o.Out), rows, o.AllNamespaces, o.Output == "wide")
 }
 
-// workloadRow summarises one workload for get.
-func workloadRow(ctx context.Context, obj *unstructured.Unstructured, ent *catalog.Entry, pods []*corev1.Pod, pgs []*podGroupInfo, now time.Time, gpuNames []corev1.ResourceName) WorkloadRow {
-	r := WorkloadRow{
-		Namespace:  obj.GetNamespace(),
-		Kind:       obj.GetKind(),
-		APIVersion: obj.GetAPIVersion(),
-		Name:       obj.GetName(),
-		Definition: ent.Name,
-		Phases:     []string{},
+// renderWorkloads writes the table of "muster get".
+func renderWorkloads(w io.Writer, p painter, rows []WorkloadRow, allNamespaces, wide bool) error {
+	t := &table{}
+	var head []string
+	if allNamespaces {
+		head = append(head, "NAMESPACE")
 	}
-	if ts := obj.GetCreationTimestamp().Time; !ts.IsZero() {
-		r.Created = ts.UTC().Format(time.RFC3339)
-		r.Age = duration.HumanDuration(now.Sub(ts))
+	head = append(head, "KIND", "NAME", "STATUS", "PODS", "GPUS", "GANGS", "AGE")
+	if wide {
+		head = append(head, "PRIORITY", "DEFINITION", "NODES")
 	}
-	cp := ent.Compiled
-	if st, err := cp.Status(ctx, obj); err == nil {
-		for _, s := range st.Statuses {
-			r.Phases = append(r.Phases, string(s))
+	t.addPlain(head...)
+	for _, r := range rows {
+		var cells []cell
+		if allNamespaces {
+			cells = append(cells, plain(r.Namespace))
 		}
-	}
-	if len(r.Phases) == 0 {
-		r.Phases = []string{string(kartav1alpha1.StatusUndefined)}
-	}
-	wl, err := cp.Extract(ctx, obj)
-	if err != nil {
-		r.Error = oneLine(err.Error())
-	} else {
-		for _, c := range wl.Components {
-			if !c.HasPods {
-				continue
-			}
-			for _, inst := range c.Instances {
-				r.Pods += inst.Pods
-				if inst.Template != nil {
-					r.GPUs += requestsOf(&inst.Template.Spec, gpuNames).gpus * inst.Pods
-				}
-			}
+		status := strings.Join(r.Phases, ",")
+		shown := make([]string, len(r.Phases))
+		for i, ph := range r.Phases {
+			shown[i] = p.status(ph)
 		}
-	}
-	nodes := map[string]bool{}
-	boundByPG := map[string]int{}
-	unschedulablePG := map[string]bool{}
-	for _, p := range pods {
-		if n := p.Labels[api.LabelPodGroup]; n != "" && p.Spec.NodeName == "" && unschedulable(p) {
-			unschedulablePG[n] = true
+		shownStatus := strings.Join(shown, ",")
+		if r.Error != "" {
+			status, shownStatus = "Error", p.bad("Error")
 		}
-		if podutils.IsPodReady(p) {
-			r.ReadyPods++
+		gangs := "-"
+		if r.Gangs > 0 {
+			gangs = fmt.Sprintf("%d/%d", r.GangsBound, r.Gangs)
 		}
-		if p.Spec.NodeName != "" {
-			nodes[p.Spec.NodeName] = true
-			// A gang is bound by members that will stay: not one being
-			// deleted or already failed (describe counts the same way).
-			if n := p.Labels[api.LabelPodGroup]; n != "" && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed {
-				boundByPG[n]++
-			}
+		if r.GangsUnschedulable > 0 {
+			// The phase of a workload whose gang cannot be placed often
+			// still reads Initializing: say it is stuck.
+			gangs += fmt.Sprintf(" (%d unschedulable)", r.GangsUnschedulable)
 		}
-	}
-	for n := range nodes {
-		r.Nodes = append(r.Nodes, n)
-	}
-	sort.Strings(r.Nodes)
-	if plans, err := cp.GangPlans(ctx, obj); err == nil {
-		for _, pl := range plans {
-			r.Gangs += pl.Instances
+		age := r.Age
+		if age == "" {
+			age = "<unknown>"
 		}
-	}
-	if len(pgs) > r.Gangs {
-		r.Gangs = len(pgs)
-	}
-	for _, pg := range pgs {
-		if pg.Priority != nil && (r.Priority == nil || *pg.Priority > *r.Priority) {
-			r.Priority = pg.Priority
+		cells = append(cells, plain(r.Kind), plain(r.Name), painted(status, shownStatus),
+			plain(fmt.Sprintf("%d/%d", r.ReadyPods, r.Pods)), plain(fmt.Sprint(r.GPUs)), plain(gangs), plain(age))
+		if wide {
+			cells = append(cells, plain(priorityCell(r.Priority, "")), plain(r.Definition), plain(nodeList(r.Nodes)))
 		}
-		switch {
-		case pg.MinMember > 0 && int32(boundByPG[pg.Name]) >= pg.MinMember:
-			r.GangsBound++
-		case unschedulablePG[pg.Name]:
-			r.GangsUnschedulable++
-		}
+		t.add(cells...)
 	}
-	return r
+	return t.write(w)
 }
 
-// unschedulable reports whether the scheduler said it cannot place pod.
-func unschedulable(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-			return true
-		}
+// nodeList shows up to three nodes and a count of the rest.
+func nodeList(nodes []string) string {
+	if len(nodes) == 0 {
+		return "<none>"
 	}
-	return false
+	if len(nodes) <= 3 {
+		return strings.Join(nodes, ",")
+	}
+	return strings.Join(nodes[:3], ",") + fmt.Sprintf(",+%d", len(nodes)-3)
 }

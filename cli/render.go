@@ -8,8 +8,68 @@ import (
 	"strings"
 )
 
+// renderDescriptions writes describe's views in format (table, wide,
+// json, yaml). A view is complete when it comes here and nothing is worked
+// out below but layout, so another renderer starts from the same
+// Descriptions without a second describe.
+func renderDescriptions(w io.Writer, p painter, descs []*Description, format string, componentLimit int) error {
+	switch format {
+	case "json", "yaml":
+		if len(descs) == 1 {
+			return printData(w, format, descs[0])
+		}
+		return printData(w, format, struct {
+			Items []*Description `json:"items"`
+		}{descs})
+	}
+	for i, d := range descs {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		if err := renderDescription(w, p, d, format == "wide", componentLimit); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // renderDescription writes the table view of one workload.
 func renderDescription(w io.Writer, p painter, d *Description, wide bool, componentLimit int) error {
+	if err := writeHeader(w, p, d); err != nil {
+		return err
+	}
+	if len(d.Conditions) > 0 && wide {
+		writeConditions(w, d)
+	}
+	if err := writeComponents(w, p, d, wide, componentLimit); err != nil {
+		return err
+	}
+	if len(d.Unmatched) > 0 {
+		writeUnmatched(w, p, d)
+	}
+	if len(d.Gangs) > 0 {
+		writeGangs(w, p, d)
+	}
+	if len(d.Plans) > 0 {
+		writePlans(w, d)
+	} else if len(d.Gangs) == 0 {
+		fmt.Fprintln(w, "\nGangs: none (the definition has no gang instruction, or the workload opted out)")
+	}
+	if err := writeResources(w, p, d); err != nil {
+		return err
+	}
+	if len(d.Warnings) > 0 {
+		fmt.Fprintln(w, "\nWarnings:")
+		for _, s := range d.Warnings {
+			fmt.Fprintf(w, "  %s\n", s)
+		}
+	}
+	return nil
+}
+
+// writeHeader writes what the workload is, its definition, status, pods
+// and GPUs.
+func writeHeader(w io.Writer, p painter, d *Description) error {
 	hdr := &table{}
 	kind := d.Kind
 	if d.APIVersion != "" {
@@ -41,19 +101,21 @@ func renderDescription(w io.Writer, p painter, d *Description, wide bool, compon
 	hdr.add(plain("Status:"), painted(plainPh, ph))
 	hdr.addPlain("Pods:", podsSummary(d))
 	hdr.addPlain("GPUs:", fmt.Sprintf("%d", d.Totals.GPUs))
-	if err := hdr.write(w); err != nil {
-		return err
-	}
-	if len(d.Conditions) > 0 && wide {
-		fmt.Fprintln(w, "\nConditions:")
-		t := &table{indent: "  "}
-		t.addPlain("TYPE", "STATUS", "REASON", "MESSAGE")
-		for _, c := range d.Conditions {
-			t.addPlain(c.Type, c.Status, c.Reason, c.Message)
-		}
-		_ = t.write(w)
-	}
+	return hdr.write(w)
+}
 
+func writeConditions(w io.Writer, d *Description) {
+	fmt.Fprintln(w, "\nConditions:")
+	t := &table{indent: "  "}
+	t.addPlain("TYPE", "STATUS", "REASON", "MESSAGE")
+	for _, c := range d.Conditions {
+		t.addPlain(c.Type, c.Status, c.Reason, c.Message)
+	}
+	_ = t.write(w)
+}
+
+// writeComponents writes the tree of components, instances and pods.
+func writeComponents(w io.Writer, p painter, d *Description, wide bool, componentLimit int) error {
 	fmt.Fprintln(w, "\nComponents:")
 	t := &table{indent: "  "}
 	head := []string{"NAME", "READY", "GPUS", "NODE", "STATUS"}
@@ -72,80 +134,80 @@ func renderDescription(w io.Writer, p painter, d *Description, wide bool, compon
 		}
 	}
 	renderTree(t, p, d, wide, componentLimit, gangReasons)
-	if err := t.write(w); err != nil {
-		return err
-	}
+	return t.write(w)
+}
 
-	if len(d.Unmatched) > 0 {
-		fmt.Fprintf(w, "\n%s\n", p.bad(fmt.Sprintf("Pods no component selects (%d): check the definition's podSelector", len(d.Unmatched))))
-		t := &table{indent: "  "}
-		for _, u := range d.Unmatched {
-			t.addPlain(u.Name, u.Reason)
-		}
-		_ = t.write(w)
+func writeUnmatched(w io.Writer, p painter, d *Description) {
+	fmt.Fprintf(w, "\n%s\n", p.bad(fmt.Sprintf("Pods no component selects (%d): check the definition's podSelector", len(d.Unmatched))))
+	t := &table{indent: "  "}
+	for _, u := range d.Unmatched {
+		t.addPlain(u.Name, u.Reason)
 	}
+	_ = t.write(w)
+}
 
-	if len(d.Gangs) > 0 {
-		fmt.Fprintln(w, "\nGangs:")
-		// PRIORITY and ELASTIC only when a gang has one: most gangs have
-		// neither, and an empty column says nothing.
-		withPrio, withElastic := false, false
-		for _, g := range d.Gangs {
-			withPrio = withPrio || g.Priority != nil
-			withElastic = withElastic || g.Elastic != nil
-		}
-		t := &table{indent: "  "}
-		head := []string{"NAME", "MIN-MEMBER", "BOUND"}
+func writeGangs(w io.Writer, p painter, d *Description) {
+	fmt.Fprintln(w, "\nGangs:")
+	// PRIORITY and ELASTIC only when a gang has one: most gangs have
+	// neither, and an empty column says nothing.
+	withPrio, withElastic := false, false
+	for _, g := range d.Gangs {
+		withPrio = withPrio || g.Priority != nil
+		withElastic = withElastic || g.Elastic != nil
+	}
+	t := &table{indent: "  "}
+	head := []string{"NAME", "MIN-MEMBER", "BOUND"}
+	if withElastic {
+		head = append(head, "ELASTIC")
+	}
+	if withPrio {
+		head = append(head, "PRIORITY")
+	}
+	t.addPlain(append(head, "PHASE", "MIN-RESOURCES", "REASON")...)
+	for _, g := range d.Gangs {
+		reason := g.Reason
+		cells := []cell{plain(g.Name), plain(fmt.Sprint(g.MinMember)), plain(boundCell(g))}
 		if withElastic {
-			head = append(head, "ELASTIC")
+			el := ""
+			if g.Elastic != nil {
+				el = g.Elastic.String()
+			}
+			cells = append(cells, plain(el))
 		}
 		if withPrio {
-			head = append(head, "PRIORITY")
+			cells = append(cells, plain(priorityCell(g.Priority, g.PriorityClass)))
 		}
-		t.addPlain(append(head, "PHASE", "MIN-RESOURCES", "REASON")...)
-		for _, g := range d.Gangs {
-			reason := g.Reason
-			cells := []cell{plain(g.Name), plain(fmt.Sprint(g.MinMember)), plain(boundCell(g))}
-			if withElastic {
-				el := ""
-				if g.Elastic != nil {
-					el = g.Elastic.String()
-				}
-				cells = append(cells, plain(el))
-			}
-			if withPrio {
-				cells = append(cells, plain(priorityCell(g.Priority, g.PriorityClass)))
-			}
-			cells = append(cells, painted(g.Phase, p.status(g.Phase)), plain(resourceString(g.MinResources)), painted(reason, p.bad(reason)))
-			t.add(cells...)
-		}
-		_ = t.write(w)
+		cells = append(cells, painted(g.Phase, p.status(g.Phase)), plain(resourceString(g.MinResources)), painted(reason, p.bad(reason)))
+		t.add(cells...)
 	}
-	if len(d.Plans) > 0 {
-		fmt.Fprintln(w, "\nGang plan (from the spec):")
-		t := &table{indent: "  "}
-		t.addPlain("DEFINITION", "PODGROUP", "INSTANCES", "MIN-MEMBER", "MEMBERS", "MIN-RESOURCES", "TOPOLOGY")
-		for _, pl := range d.Plans {
-			topo := ""
-			if pl.TopologyRequired != "" {
-				topo = "required " + pl.TopologyRequired
-			} else if pl.TopologyPreferred != "" {
-				topo = "preferred " + pl.TopologyPreferred
-			}
-			// A grouped gang's PodGroups are named after values its pods
-			// carry (internal/naming): the pattern, as the spec cannot
-			// tell the values.
-			pg := pl.PodGroup
-			if pg == "" {
-				pg = d.Name + "-" + pl.Definition + "-<key> (one per key)"
-			}
-			t.addPlain(pl.Definition, pg, fmt.Sprint(pl.Instances), fmt.Sprint(pl.MinMember), strings.Join(pl.Members, ", "), resourceString(pl.MinResources), topo)
-		}
-		_ = t.write(w)
-	} else if len(d.Gangs) == 0 {
-		fmt.Fprintln(w, "\nGangs: none (the definition has no gang instruction, or the workload opted out)")
-	}
+	_ = t.write(w)
+}
 
+func writePlans(w io.Writer, d *Description) {
+	fmt.Fprintln(w, "\nGang plan (from the spec):")
+	t := &table{indent: "  "}
+	t.addPlain("DEFINITION", "PODGROUP", "INSTANCES", "MIN-MEMBER", "MEMBERS", "MIN-RESOURCES", "TOPOLOGY")
+	for _, pl := range d.Plans {
+		topo := ""
+		if pl.TopologyRequired != "" {
+			topo = "required " + pl.TopologyRequired
+		} else if pl.TopologyPreferred != "" {
+			topo = "preferred " + pl.TopologyPreferred
+		}
+		// A grouped gang's PodGroups are named after values its pods
+		// carry (internal/naming): the pattern, as the spec cannot
+		// tell the values.
+		pg := pl.PodGroup
+		if pg == "" {
+			pg = d.Name + "-" + pl.Definition + "-<key> (one per key)"
+		}
+		t.addPlain(pl.Definition, pg, fmt.Sprint(pl.Instances), fmt.Sprint(pl.MinMember), strings.Join(pl.Members, ", "), resourceString(pl.MinResources), topo)
+	}
+	_ = t.write(w)
+}
+
+// writeResources writes the requests per component and in all.
+func writeResources(w io.Writer, p painter, d *Description) error {
 	fmt.Fprintln(w, "\nResources:")
 	rt := &table{indent: "  "}
 	rt.addPlain("COMPONENT", "REPLICAS", "GPU", "CPU", "MEMORY")
@@ -165,16 +227,7 @@ func renderDescription(w io.Writer, p painter, d *Description, wide bool, compon
 	}
 	tot := d.Totals
 	rt.add(painted("TOTAL", p.bold("TOTAL")), plain(fmt.Sprint(tot.Pods)), plain(fmt.Sprint(tot.GPUs)), plain(formatCPU(tot.CPUMillis)), plain(formatMemory(tot.MemoryBytes)))
-	if err := rt.write(w); err != nil {
-		return err
-	}
-	if len(d.Warnings) > 0 {
-		fmt.Fprintln(w, "\nWarnings:")
-		for _, s := range d.Warnings {
-			fmt.Fprintf(w, "  %s\n", s)
-		}
-	}
-	return nil
+	return rt.write(w)
 }
 
 // priorityCell shows a gang's priority and its class: "1000 (high)".
@@ -231,8 +284,21 @@ func onePodSummary(d *Description) string {
 // renderTree adds the components → instances → pods rows. componentLimit
 // caps the child components shown under each parent (0 shows all).
 func renderTree(t *table, p painter, d *Description, wide bool, componentLimit int, gangReasons map[string]string) {
-	children := map[string][]int{}
+	tw := &treeWriter{t: t, p: p, d: d, wide: wide, limit: componentLimit, gangReasons: gangReasons, cols: 5}
+	if wide {
+		tw.cols = 8
+	}
 	var roots []int
+	roots, tw.children = componentTree(d)
+	for _, r := range roots {
+		tw.component(r, "", "")
+	}
+}
+
+// componentTree finds each component's children by its parent's name; a
+// component whose parent is not in the view is a root.
+func componentTree(d *Description) (roots []int, children map[string][]int) {
+	children = map[string][]int{}
 	names := map[string]bool{}
 	for _, c := range d.Components {
 		names[c.Name] = true
@@ -244,129 +310,152 @@ func renderTree(t *table, p painter, d *Description, wide bool, componentLimit i
 			children[c.Parent] = append(children[c.Parent], i)
 		}
 	}
-	cols := 5
-	if wide {
-		cols = 8
-	}
-	row := func(prefix, name string, shown string, rest ...cell) {
-		cells := []cell{painted(prefix+name, prefix+shown)}
-		cells = append(cells, rest...)
-		for len(cells) < cols {
-			cells = append(cells, plain(""))
-		}
-		t.add(cells...)
-	}
-	var walk func(ci int, prefix, childPrefix string)
-	walk = func(ci int, prefix, childPrefix string) {
-		c := d.Components[ci]
-		label := c.Name
-		if c.Kind != "" {
-			label += " (" + c.Kind[strings.LastIndex(c.Kind, "/")+1:] + ")"
-		}
-		ready, gpus := "", ""
-		if c.HasPods {
-			ready = fmt.Sprintf("%d/%d", c.Pods.Ready, c.Pods.Desired)
-			if !d.Live {
-				ready = plural(c.Pods.Desired, "pod")
-			}
-			gpus = fmt.Sprint(c.GPUs)
-		} else if c.Replicas > 1 {
-			ready = fmt.Sprintf("×%d", c.Replicas)
-		}
-		readyShown := ready
-		if d.Live && c.HasPods && c.Pods.Ready < c.Pods.Desired {
-			readyShown = p.paint(ansiYellow, ready)
-		}
-		row(prefix, label, p.bold(label), painted(ready, readyShown), plain(gpus))
+	return roots, children
+}
 
-		type node struct {
-			kind int // 0 instance, 1 component
-			idx  int
-		}
-		var nodes []node
-		showInstances := len(c.Instances) > 1 || (len(c.Instances) == 1 && c.Instances[0].ID != "")
-		if showInstances {
-			for i := range c.Instances {
-				nodes = append(nodes, node{0, i})
-			}
-		}
-		kids, hidden := limitComponents(d, children[c.Name], componentLimit)
-		for _, k := range kids {
-			nodes = append(nodes, node{1, k})
-		}
-		// Pods of a single-instance component hang off the component.
-		var pods []PodView
-		omitted := 0
-		if !showInstances && len(c.Instances) == 1 {
-			pods, omitted = c.Instances[0].Items, c.Instances[0].Omitted
-		}
-		total := len(pods) + len(nodes)
-		if omitted > 0 {
-			total++
-		}
-		if hidden > 0 {
-			total++
-		}
-		n := 0
-		branch := func() (string, string) {
-			n++
-			if n == total {
-				return childPrefix + "└─ ", childPrefix + "   "
-			}
-			return childPrefix + "├─ ", childPrefix + "│  "
-		}
-		for _, pv := range pods {
-			b, _ := branch()
-			podRow(t, p, b, pv, wide, gangReasons)
-		}
-		if omitted > 0 {
-			b, _ := branch()
-			row(b, fmt.Sprintf("… %d more pods (--pod-limit 0 shows all)", omitted), p.dim(fmt.Sprintf("… %d more pods (--pod-limit 0 shows all)", omitted)))
-		}
-		for _, nd := range nodes {
-			b, cp := branch()
-			if nd.kind == 1 {
-				walk(nd.idx, b, cp)
-				continue
-			}
-			inst := c.Instances[nd.idx]
-			lbl := "instance " + inst.ID
-			r, g := "", ""
-			if c.HasPods {
-				r = fmt.Sprintf("%d/%d", inst.Pods.Ready, inst.Pods.Desired)
-				if !d.Live {
-					r = plural(inst.Pods.Desired, "pod")
-				}
-				g = fmt.Sprint(inst.GPUs)
-			}
-			row(b, lbl, lbl, plain(r), plain(g))
-			m := 0
-			tot := len(inst.Items)
-			if inst.Omitted > 0 {
-				tot++
-			}
-			for _, pv := range inst.Items {
-				m++
-				pb := cp + "├─ "
-				if m == tot {
-					pb = cp + "└─ "
-				}
-				podRow(t, p, pb, pv, wide, gangReasons)
-			}
-			if inst.Omitted > 0 {
-				s := fmt.Sprintf("… %d more pods (--pod-limit 0 shows all)", inst.Omitted)
-				row(cp+"└─ ", s, p.dim(s))
-			}
-		}
-		if hidden > 0 {
-			b, _ := branch()
-			s := fmt.Sprintf("… %d more components (--component-limit 0 shows all)", hidden)
-			row(b, s, p.dim(s))
+// treeWriter adds the rows of the tree of one Description to a table.
+type treeWriter struct {
+	t           *table
+	p           painter
+	d           *Description
+	wide        bool
+	limit       int // child components shown under a parent, 0 = all
+	gangReasons map[string]string
+	children    map[string][]int
+	cols        int
+}
+
+// row adds a row whose first cell is the tree prefix and name; the other
+// cells are padded to the table's columns.
+func (tw *treeWriter) row(prefix, name string, shown string, rest ...cell) {
+	cells := []cell{painted(prefix+name, prefix+shown)}
+	cells = append(cells, rest...)
+	for len(cells) < tw.cols {
+		cells = append(cells, plain(""))
+	}
+	tw.t.add(cells...)
+}
+
+// more adds the dimmed row that counts what a limit left out.
+func (tw *treeWriter) more(prefix, s string) {
+	tw.row(prefix, s, tw.p.dim(s))
+}
+
+// component adds the row of component ci and under it its pods (one
+// instance) or instances, then its child components.
+func (tw *treeWriter) component(ci int, prefix, childPrefix string) {
+	c := tw.d.Components[ci]
+	tw.componentRow(c, prefix)
+
+	showInstances := len(c.Instances) > 1 || (len(c.Instances) == 1 && c.Instances[0].ID != "")
+	kids, hidden := limitComponents(tw.d, tw.children[c.Name], tw.limit)
+	// Pods of a single-instance component hang off the component.
+	var pods []PodView
+	omitted := 0
+	if !showInstances && len(c.Instances) == 1 {
+		pods, omitted = c.Instances[0].Items, c.Instances[0].Omitted
+	}
+	total := len(pods) + len(kids)
+	if showInstances {
+		total += len(c.Instances)
+	}
+	if omitted > 0 {
+		total++
+	}
+	if hidden > 0 {
+		total++
+	}
+	br := &branches{prefix: childPrefix, total: total}
+	for _, pv := range pods {
+		b, _ := br.next()
+		podRow(tw.t, tw.p, b, pv, tw.wide, tw.gangReasons)
+	}
+	if omitted > 0 {
+		b, _ := br.next()
+		tw.more(b, fmt.Sprintf("… %d more pods (--pod-limit 0 shows all)", omitted))
+	}
+	if showInstances {
+		for _, inst := range c.Instances {
+			b, cp := br.next()
+			tw.instance(c, inst, b, cp)
 		}
 	}
-	for _, r := range roots {
-		walk(r, "", "")
+	for _, k := range kids {
+		b, cp := br.next()
+		tw.component(k, b, cp)
 	}
+	if hidden > 0 {
+		b, _ := br.next()
+		tw.more(b, fmt.Sprintf("… %d more components (--component-limit 0 shows all)", hidden))
+	}
+}
+
+func (tw *treeWriter) componentRow(c ComponentView, prefix string) {
+	label := c.Name
+	if c.Kind != "" {
+		label += " (" + c.Kind[strings.LastIndex(c.Kind, "/")+1:] + ")"
+	}
+	ready, gpus := "", ""
+	if c.HasPods {
+		ready = readyCell(c.Pods, tw.d.Live)
+		gpus = fmt.Sprint(c.GPUs)
+	} else if c.Replicas > 1 {
+		ready = fmt.Sprintf("×%d", c.Replicas)
+	}
+	readyShown := ready
+	if tw.d.Live && c.HasPods && c.Pods.Ready < c.Pods.Desired {
+		readyShown = tw.p.paint(ansiYellow, ready)
+	}
+	tw.row(prefix, label, tw.p.bold(label), painted(ready, readyShown), plain(gpus))
+}
+
+// instance adds the row of one instance of c and its pods under it.
+func (tw *treeWriter) instance(c ComponentView, inst InstanceView, prefix, childPrefix string) {
+	lbl := "instance " + inst.ID
+	r, g := "", ""
+	if c.HasPods {
+		r = readyCell(inst.Pods, tw.d.Live)
+		g = fmt.Sprint(inst.GPUs)
+	}
+	tw.row(prefix, lbl, lbl, plain(r), plain(g))
+	total := len(inst.Items)
+	if inst.Omitted > 0 {
+		total++
+	}
+	br := &branches{prefix: childPrefix, total: total}
+	for _, pv := range inst.Items {
+		b, _ := br.next()
+		podRow(tw.t, tw.p, b, pv, tw.wide, tw.gangReasons)
+	}
+	if inst.Omitted > 0 {
+		b, _ := br.next()
+		tw.more(b, fmt.Sprintf("… %d more pods (--pod-limit 0 shows all)", inst.Omitted))
+	}
+}
+
+// readyCell is the READY column of a component or instance live (ready of
+// desired), the PODS column offline (desired).
+func readyCell(c PodCounts, live bool) string {
+	if !live {
+		return plural(c.Desired, "pod")
+	}
+	return fmt.Sprintf("%d/%d", c.Ready, c.Desired)
+}
+
+// branches hands out the prefixes of a node's children in the tree: "├─ "
+// before each but the last, "└─ " before the last, and the prefix their
+// own children hang under.
+type branches struct {
+	prefix   string
+	n, total int
+}
+
+func (b *branches) next() (branch, childPrefix string) {
+	b.n++
+	if b.n == b.total {
+		return b.prefix + "└─ ", b.prefix + "   "
+	}
+	return b.prefix + "├─ ", b.prefix + "│  "
 }
 
 // limitComponents keeps at most limit of the components kids (0 keeps all):
@@ -434,66 +523,6 @@ func contains(s []string, v string) bool {
 		}
 	}
 	return false
-}
-
-// renderWorkloads writes the table of "muster get".
-func renderWorkloads(w io.Writer, p painter, rows []WorkloadRow, allNamespaces, wide bool) error {
-	t := &table{}
-	var head []string
-	if allNamespaces {
-		head = append(head, "NAMESPACE")
-	}
-	head = append(head, "KIND", "NAME", "STATUS", "PODS", "GPUS", "GANGS", "AGE")
-	if wide {
-		head = append(head, "PRIORITY", "DEFINITION", "NODES")
-	}
-	t.addPlain(head...)
-	for _, r := range rows {
-		var cells []cell
-		if allNamespaces {
-			cells = append(cells, plain(r.Namespace))
-		}
-		status := strings.Join(r.Phases, ",")
-		shown := make([]string, len(r.Phases))
-		for i, ph := range r.Phases {
-			shown[i] = p.status(ph)
-		}
-		shownStatus := strings.Join(shown, ",")
-		if r.Error != "" {
-			status, shownStatus = "Error", p.bad("Error")
-		}
-		gangs := "-"
-		if r.Gangs > 0 {
-			gangs = fmt.Sprintf("%d/%d", r.GangsBound, r.Gangs)
-		}
-		if r.GangsUnschedulable > 0 {
-			// The phase of a workload whose gang cannot be placed often
-			// still reads Initializing: say it is stuck.
-			gangs += fmt.Sprintf(" (%d unschedulable)", r.GangsUnschedulable)
-		}
-		age := r.Age
-		if age == "" {
-			age = "<unknown>"
-		}
-		cells = append(cells, plain(r.Kind), plain(r.Name), painted(status, shownStatus),
-			plain(fmt.Sprintf("%d/%d", r.ReadyPods, r.Pods)), plain(fmt.Sprint(r.GPUs)), plain(gangs), plain(age))
-		if wide {
-			cells = append(cells, plain(priorityCell(r.Priority, "")), plain(r.Definition), plain(nodeList(r.Nodes)))
-		}
-		t.add(cells...)
-	}
-	return t.write(w)
-}
-
-// nodeList shows up to three nodes and a count of the rest.
-func nodeList(nodes []string) string {
-	if len(nodes) == 0 {
-		return "<none>"
-	}
-	if len(nodes) <= 3 {
-		return strings.Join(nodes, ",")
-	}
-	return strings.Join(nodes[:3], ",") + fmt.Sprintf(",+%d", len(nodes)-3)
 }
 
 func plural(n int64, word string) string {
