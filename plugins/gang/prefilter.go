@@ -222,6 +222,9 @@ func (p *Plugin) gangRequest(key types.NamespacedName, pg *schedv1alpha1.PodGrou
 	if !seen {
 		pending = append(pending, pod)
 	}
+	// The informer's index has no order; the queue's is the one an
+	// Ordered plan must follow.
+	plan.SortPending(pending)
 	nodes, err := p.h.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
 		return plan.Request{}, nil, fmt.Errorf("listing nodes for gang %s: %w", key, err)

@@ -13,7 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/muster-io/muster/manifests"
@@ -110,9 +113,21 @@ func perNode(a map[types.UID]string) string {
 }
 
 func TestShippedProfileLeavesOutOnlyTheGangPlugin(t *testing.T) {
-	p, _ := shipped(t, []*v1.Node{node("n1", "a", 4)})
-	if diff := cmp.Diff([]string{"MusterGang: not an in-tree plugin"}, p.LeftOut); diff != "" {
-		t.Errorf("LeftOut (-want, +got):\n%s", diff)
+	for _, native := range []bool{false, true} {
+		t.Run(fmt.Sprintf("GenericWorkload=%v", native), func(t *testing.T) {
+			// muster-scheduler turns the gate on where the cluster serves
+			// native pod groups; the in-tree plugins then read more of the
+			// framework.
+			featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.GenericWorkload, native)
+			p, infos := shipped(t, []*v1.Node{node("n1", "a", 4)})
+			if diff := cmp.Diff([]string{"MusterGang: not an in-tree plugin"}, p.LeftOut); diff != "" {
+				t.Errorf("LeftOut (-want, +got):\n%s", diff)
+			}
+			if _, err := plan.Compute(context.Background(), plan.Request{Gang: "team/g", MinMember: 2, Pending: members(2, antiAffinity),
+				Nodes: infos, Filter: p.Filter()}); err == nil {
+				t.Error("two members with anti-affinity on one node: want no placement")
+			}
+		})
 	}
 }
 

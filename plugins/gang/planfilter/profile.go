@@ -124,6 +124,8 @@ func NewProfile(ctx context.Context, prof *config.KubeSchedulerProfile, snap *Sn
 	}
 	fw, err := frameworkruntime.NewFramework(ctx, registry, p,
 		frameworkruntime.WithSnapshotSharedLister(snap),
+		frameworkruntime.WithMutableSnapshotLister(snap),
+		frameworkruntime.WithPodGroupManager(snap),
 		frameworkruntime.WithInformerFactory(factory),
 		frameworkruntime.WithSharedDRAManager(dra),
 		frameworkruntime.WithSharedCSIManager(nodevolumelimits.NewCSIManager(factory.Storage().V1().CSINodes().Lister())),

@@ -1,11 +1,15 @@
 package planfilter
 
 import (
+	"errors"
 	"fmt"
+
+	v1 "k8s.io/api/core/v1"
 
 	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
@@ -118,4 +122,36 @@ func (noComposites) Get(namespace, name string) (*schedulingv1alpha3.CompositePo
 
 func (noCompositeStates) Get(namespace, name string) (fwk.CompositePodGroupState, error) {
 	return nil, fmt.Errorf("composite pod group %s/%s: no native pod group state offline", namespace, name)
+}
+
+// The framework's preemption plugins ask for a snapshot they can change;
+// fit never runs them (it runs the gang plugin's own victim search), so
+// these refuse.
+var _ fwk.MutableSnapshotSharedLister = &Snapshot{}
+
+var errReadOnly = errors.New("the offline snapshot is changed by its owner only")
+
+// StartMutations implements fwk.MutableSnapshotSharedLister.
+func (s *Snapshot) StartMutations() error { return errReadOnly }
+
+// EndMutations implements fwk.MutableSnapshotSharedLister.
+func (s *Snapshot) EndMutations() error { return errReadOnly }
+
+// AddPod implements fwk.MutableSnapshotSharedLister.
+func (s *Snapshot) AddPod(fwk.PodInfo, string) error { return errReadOnly }
+
+// RemovePod implements fwk.MutableSnapshotSharedLister.
+func (s *Snapshot) RemovePod(klog.Logger, *v1.Pod, string) error { return errReadOnly }
+
+// The framework's native gang plugins read pod groups through a manager;
+// the snapshot is one that knows none.
+var _ fwk.PodGroupManager = &Snapshot{}
+
+// BuildHierarchySnapshotFromPod implements fwk.PodGroupManager.
+func (s *Snapshot) BuildHierarchySnapshotFromPod(*v1.Pod) (fwk.PodGroupManager, error) { return s, nil }
+
+// GetRootKeyForGroup implements fwk.PodGroupManager: every group is its
+// own root.
+func (s *Snapshot) GetRootKeyForGroup(key fwk.EntityKey) (fwk.EntityKey, bool, error) {
+	return key, false, nil
 }
