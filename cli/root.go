@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -50,6 +51,10 @@ func Run(ctx context.Context, env *Env, args []string) (code int) {
 	defer func() {
 		if r := recover(); r != nil {
 			fmt.Fprintf(streams.ErrOut, "error: internal error: %v (please report it)\n", r)
+			if os.Getenv("MUSTER_DEBUG") != "" {
+				// Where it happened, for the report.
+				streams.ErrOut.Write(debug.Stack())
+			}
 			code = ExitInvalid
 		}
 	}()

@@ -366,7 +366,7 @@ func (p *Plugin) preemptForPod(ctx context.Context, pod *v1.Pod) (*fwk.PostFilte
 	}
 	p.mu.Unlock()
 	if p.runner != nil {
-		req.Filter = &profileFilter{p: p, states: map[*plan.Shape]*shapeState{}}
+		req.Filter = p.planFilter()
 	}
 	// As DefaultPreemption: room nominated to pods of its priority or more
 	// is not this pod's to take.

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"sort"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -24,4 +25,22 @@ func PodGroupNotFound(gang string) string {
 // exist: a gang is not planned before all of its quorum exists.
 func WaitingForMembers(gang string, have, minMember int) string {
 	return fmt.Sprintf("waiting for members of gang %s: %d of %d (minMember) exist", gang, have, minMember)
+}
+
+// SortPending orders pending members as the scheduler's queue tries the
+// members of one gang: by creation, then namespace, then name (the gang
+// plugin's Less, past priority and the gang's own time). The planner places
+// the members of a shape in the order given, and an Ordered plan holds when
+// they are reserved in that order.
+func SortPending(pods []*v1.Pod) {
+	sort.SliceStable(pods, func(i, j int) bool {
+		a, b := pods[i], pods[j]
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
 }

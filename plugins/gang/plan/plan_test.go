@@ -71,7 +71,7 @@ func onNode(p *v1.Pod, node string) *v1.Pod {
 
 // taintFilter stands in for the TaintToleration plugin: a node with a
 // NoSchedule taint is refused unless the pod tolerates it.
-var taintFilter = FilterFunc(func(_ context.Context, s *Shape, ni fwk.NodeInfo, _ []fwk.PodInfo) bool {
+var taintFilter = FilterFunc(func(_ context.Context, s *Shape, ni fwk.NodeInfo) bool {
 	for _, t := range ni.Node().Spec.Taints {
 		ok := false
 		for _, tol := range s.Pod.Spec.Tolerations {
@@ -266,9 +266,13 @@ func TestGroupShapes(t *testing.T) {
 // countingFilter counts Check calls, to prove filters run per shape and node.
 type countingFilter struct{ calls map[string]int }
 
-func (f *countingFilter) Check(_ context.Context, s *Shape, ni fwk.NodeInfo, _ []fwk.PodInfo) bool {
+func (f *countingFilter) Check(_ context.Context, s *Shape, ni fwk.NodeInfo) bool {
 	f.calls[s.Pod.Name+"@"+ni.Node().Name]++
 	return true
+}
+
+func (f *countingFilter) Session(ctx context.Context) Session {
+	return FilterFunc(f.Check).Session(ctx)
 }
 
 func TestFiltersRunOncePerShapeAndNode(t *testing.T) {
@@ -302,9 +306,9 @@ func TestFiltersAskedOnlyAsFarAsPackingReaches(t *testing.T) {
 		nodes = append(nodes, nodeInfo(fmt.Sprintf("n%04d", i), 8, nil, taints))
 	}
 	asked := 0
-	f := FilterFunc(func(ctx context.Context, s *Shape, ni fwk.NodeInfo, added []fwk.PodInfo) bool {
+	f := FilterFunc(func(ctx context.Context, s *Shape, ni fwk.NodeInfo) bool {
 		asked++
-		return taintFilter(ctx, s, ni, added)
+		return taintFilter(ctx, s, ni)
 	})
 	got, err := Compute(context.Background(), Request{MinMember: 8, Filter: f, Pending: pods("p", 8, 1), Nodes: nodes})
 	if err != nil {
@@ -377,38 +381,6 @@ func goParallel(_ context.Context, pieces int, fn func(int)) {
 		wg.Go(func() { fn(i) })
 	}
 	wg.Wait()
-}
-
-// antiAffinityFilter allows one member per node, as a required pod
-// anti-affinity on the hostname would.
-var antiAffinityFilter = FilterFunc(func(_ context.Context, _ *Shape, _ fwk.NodeInfo, added []fwk.PodInfo) bool {
-	return len(added) == 0
-})
-
-func TestSelfInterferingShapeIsSimulated(t *testing.T) {
-	members := pods("p", 3, 1)
-	for _, m := range members {
-		m.Spec.Affinity = &v1.Affinity{PodAntiAffinity: &v1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []v1.PodAffinityTerm{{
-			TopologyKey: "kubernetes.io/hostname", LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}},
-		}}}}
-	}
-	nodes := []fwk.NodeInfo{nodeInfo("n1", 8, nil, nil), nodeInfo("n2", 8, nil, nil)}
-	_, err := Compute(context.Background(), Request{Gang: "ns/aa", MinMember: 3, Filter: antiAffinityFilter, Pending: members, Nodes: nodes})
-	if err == nil || !strings.Contains(err.Error(), "best placement fits 2 of 3 members") {
-		t.Fatalf("want a refusal that fits 2 of 3, got %v", err)
-	}
-	nodes = append(nodes, nodeInfo("n3", 8, nil, nil))
-	got, err := Compute(context.Background(), Request{MinMember: 3, Filter: antiAffinityFilter, Pending: members, Nodes: nodes})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff("n1=1,n2=1,n3=1", perNode(got.Assignments)); diff != "" {
-		t.Errorf("(-want, +got):\n%s", diff)
-	}
-	// The snapshot given to the planner is never changed.
-	if n := len(nodes[0].GetPods()); n != 0 {
-		t.Errorf("snapshot node has %d pods after planning, want 0", n)
-	}
 }
 
 // BenchmarkPlan is the cost of one whole-gang plan (issue 18 keeps the

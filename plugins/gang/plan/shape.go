@@ -21,11 +21,13 @@ type Shape struct {
 	PodInfo fwk.PodInfo
 	// Members are the pending pods of this shape, in the order given.
 	Members []*v1.Pod
-	// SelfInterfering is true when placing one member can change whether the
-	// next one fits for reasons other than resources (host ports, required
-	// pod anti-affinity, hard topology spread): such shapes get an
-	// incremental check per node.
-	SelfInterfering bool
+	// Interfering is true when placing one member can change whether
+	// another member fits for reasons other than resources: host ports,
+	// required pod affinity or anti-affinity, hard topology spread. A gang
+	// with such a shape is planned member by member, each judged with the
+	// members placed before it (Filter.Session), as the scheduler judges
+	// them when it reserves them one after the other.
+	Interfering bool
 
 	request vec
 }
@@ -97,12 +99,19 @@ func hostPorts(pod *v1.Pod) []v1.ContainerPort {
 	return ports
 }
 
-func selfInterfering(pod *v1.Pod) bool {
+func interfering(pod *v1.Pod) bool {
 	if len(hostPorts(pod)) > 0 {
 		return true
 	}
-	if a := pod.Spec.Affinity; a != nil && a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
-		return true
+	if a := pod.Spec.Affinity; a != nil {
+		if a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+			return true
+		}
+		// The first member of a group with required affinity to itself
+		// may go anywhere; the others must follow it.
+		if a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+			return true
+		}
 	}
 	for _, c := range pod.Spec.TopologySpreadConstraints {
 		if c.WhenUnsatisfiable == v1.DoNotSchedule {
@@ -123,7 +132,7 @@ func GroupShapes(pods []*v1.Pod) []*Shape {
 		key := keyOf(pod, res)
 		s, ok := byKey[key]
 		if !ok {
-			s = &Shape{Key: key, Pod: pod, PodInfo: pi, SelfInterfering: selfInterfering(pod)}
+			s = &Shape{Key: key, Pod: pod, PodInfo: pi, Interfering: interfering(pod)}
 			byKey[key] = s
 			shapes = append(shapes, s)
 		}
