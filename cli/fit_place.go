@@ -82,9 +82,6 @@ func (s *fitSnapshot) placeGang(ctx context.Context, g *fitGang) (GangFit, error
 		gf.Verdict, gf.Reason = g.blockedVerdict, g.blocked
 		return gf, nil
 	}
-	// In the order the scheduler's queue tries them: a plan of members
-	// that interfere holds in that order.
-	plan.SortPending(g.pending)
 	req := plan.Request{
 		Gang: g.key, MinMember: g.minMember, Pending: g.pending, Placed: g.placed,
 		Nodes: s.infos, Topology: g.topology,
