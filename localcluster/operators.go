@@ -85,41 +85,81 @@ func StartOperator(ctx context.Context, cp *ControlPlane, name string) (*Operato
 	if err != nil {
 		return nil, err
 	}
-	var configPath string
-	var caBundle []byte
 	probe := "0"
 	if spec.Webhooks == "" {
 		// No webhook server to wait for: serve the health probe on the
 		// port instead.
 		probe = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	}
-	if spec.ConfigAPI != "" {
-		certDir := filepath.Join(dir, "certs")
-		webhook := ""
-		if spec.Webhooks != "" {
-			if caBundle, err = writeServingCert(certDir); err != nil {
-				return nil, fmt.Errorf("operator %s: %w", name, err)
-			}
-			webhook = fmt.Sprintf("webhook: {host: 127.0.0.1, port: %d, certDir: %q}\n", port, certDir)
+	configPath, caBundle, err := writeOperatorConfig(dir, name, spec, port, probe)
+	if err != nil {
+		return nil, err
+	}
+	args := spec.command(operatorRun{kubeconfig: cp.KubeconfigPath, config: configPath, probe: probe})
+	o, err := startOperatorProcess(cp, name, bin, args, filepath.Join(dir, name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Operator, error) {
+		o.stop()
+		return nil, fmt.Errorf("operator %s: %w\nlast log lines:\n%s", name, err, o.LogTail(20))
+	}
+
+	if spec.Webhooks == "" {
+		if err := waitForHealthy(ctx, probe, o.exited); err != nil {
+			return fail(err)
 		}
-		config := fmt.Sprintf(`apiVersion: %s
+		return o, nil
+	}
+	if err := waitForTLS(ctx, port, o.exited); err != nil {
+		return fail(err)
+	}
+	names, err := registerWebhooks(ctx, cp, name, filepath.Join(modDir, spec.Webhooks), port, caBundle, spec.PodLabel)
+	o.WebhookConfigurations = names
+	if err != nil {
+		return fail(err)
+	}
+	return o, nil
+}
+
+// writeOperatorConfig writes the operator's Configuration file into dir,
+// for an operator with a configAPI (else it writes nothing and returns ""):
+// no leader election, no metrics, the health probe on probe, and, with
+// webhooks, the webhook server on 127.0.0.1:port with a self-signed
+// certificate, whose chain it returns as the webhooks' CA bundle.
+func writeOperatorConfig(dir, name string, spec operatorSpec, port int, probe string) (configPath string, caBundle []byte, err error) {
+	if spec.ConfigAPI == "" {
+		return "", nil, nil
+	}
+	certDir := filepath.Join(dir, "certs")
+	webhook := ""
+	if spec.Webhooks != "" {
+		if caBundle, err = writeServingCert(certDir); err != nil {
+			return "", nil, fmt.Errorf("operator %s: %w", name, err)
+		}
+		webhook = fmt.Sprintf("webhook: {host: 127.0.0.1, port: %d, certDir: %q}\n", port, certDir)
+	}
+	config := fmt.Sprintf(`apiVersion: %s
 kind: Configuration
 leaderElection: {leaderElect: false}
 internalCertManagement: {enable: false}
 metrics: {bindAddress: "0"}
 health: {healthProbeBindAddress: %q}
 `, spec.ConfigAPI, probe) + webhook
-		configPath = filepath.Join(dir, "config.yaml")
-		if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
-			return nil, err
-		}
+	configPath = filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
+		return "", nil, err
 	}
-	logPath := filepath.Join(dir, name+".log")
+	return configPath, caBundle, nil
+}
+
+// startOperatorProcess runs bin with args, its output in logPath, and
+// registers its Stop with the control plane.
+func startOperatorProcess(cp *ControlPlane, name, bin string, args []string, logPath string) (*Operator, error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
-	args := spec.command(operatorRun{kubeconfig: cp.KubeconfigPath, config: configPath, probe: probe})
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	setPdeathsig(cmd)
@@ -148,25 +188,6 @@ health: {healthProbeBindAddress: %q}
 		}
 	})
 	cp.OnStop("operator "+name, o.stop)
-	fail := func(err error) (*Operator, error) {
-		o.stop()
-		return nil, fmt.Errorf("operator %s: %w\nlast log lines:\n%s", name, err, o.LogTail(20))
-	}
-
-	if spec.Webhooks == "" {
-		if err := waitForHealthy(ctx, probe, o.exited); err != nil {
-			return fail(err)
-		}
-		return o, nil
-	}
-	if err := waitForTLS(ctx, port, o.exited); err != nil {
-		return fail(err)
-	}
-	names, err := registerWebhooks(ctx, cp, name, filepath.Join(modDir, spec.Webhooks), port, caBundle, spec.PodLabel)
-	o.WebhookConfigurations = names
-	if err != nil {
-		return fail(err)
-	}
 	return o, nil
 }
 
