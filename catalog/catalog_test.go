@@ -198,31 +198,55 @@ func TestFixtures(t *testing.T) {
 	}
 }
 
+// fixture is one catalog/testdata folder: its root object (with the
+// references it needs in ctx), the definition compiled for its kind, and
+// expected.yaml.
+type fixture struct {
+	dir  string
+	c    *definition.Compiled
+	obj  *unstructured.Unstructured
+	want expected
+}
+
+// runFixture checks every part of expected.yaml against what the
+// definition makes of the fixture's objects.
 func runFixture(t *testing.T, dir string, entry *Entry) {
+	ctx, f := loadFixture(t, dir, entry)
+	f.checkComponents(t, ctx)
+	f.checkStatus(t, ctx)
+	f.checkPods(t, ctx)
+	f.checkPlans(t, ctx)
+}
+
+// loadFixture reads the fixture in dir, whose root object must be of the
+// kind entry defines, and returns it with ctx holding its references.
+func loadFixture(t *testing.T, dir string, entry *Entry) (context.Context, fixture) {
 	ctx := context.Background()
-	c := entry.Compiled
+	f := fixture{dir: dir, c: entry.Compiled}
 	objs := readDocs(t, filepath.Join(dir, "object.yaml"))
 	if len(objs) != 1 {
 		t.Fatalf("%s/object.yaml: %d documents, want 1", dir, len(objs))
 	}
-	obj := &unstructured.Unstructured{Object: objs[0]}
-	if got := obj.GroupVersionKind().GroupKind(); got != entry.GroupKind {
+	f.obj = &unstructured.Unstructured{Object: objs[0]}
+	if got := f.obj.GroupVersionKind().GroupKind(); got != entry.GroupKind {
 		t.Fatalf("%s/object.yaml is a %v, the definition's root is %v", dir, got, entry.GroupKind)
 	}
-	ctx = fixtureReferences(t, ctx, dir, c, obj)
+	ctx = fixtureReferences(t, ctx, dir, f.c, f.obj)
 	expData, err := os.ReadFile(filepath.Join(dir, "expected.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var want expected
-	if err := yaml.UnmarshalStrict(expData, &want); err != nil {
+	if err := yaml.UnmarshalStrict(expData, &f.want); err != nil {
 		t.Fatalf("%s/expected.yaml: %v", dir, err)
 	}
+	return ctx, f
+}
 
-	// Components, instances and totals.
-	w, err := c.Extract(ctx, obj)
+// checkComponents checks the components, instances and totals.
+func (f fixture) checkComponents(t *testing.T, ctx context.Context) {
+	w, err := f.c.Extract(ctx, f.obj)
 	if err != nil {
-		t.Fatalf("%s: Extract: %v", dir, err)
+		t.Fatalf("%s: Extract: %v", f.dir, err)
 	}
 	var gotComps []expComponent
 	var totals expTotals
@@ -237,16 +261,19 @@ func runFixture(t *testing.T, dir string, entry *Entry) {
 		}
 		gotComps = append(gotComps, ec)
 	}
-	if d := cmp.Diff(want.Components, gotComps, cmpopts.EquateEmpty()); d != "" {
-		t.Errorf("%s: components (-want +got):\n%s", dir, d)
+	if d := cmp.Diff(f.want.Components, gotComps, cmpopts.EquateEmpty()); d != "" {
+		t.Errorf("%s: components (-want +got):\n%s", f.dir, d)
 	}
-	if d := cmp.Diff(want.Totals, totals); d != "" {
-		t.Errorf("%s: totals (-want +got):\n%s", dir, d)
+	if d := cmp.Diff(f.want.Totals, totals); d != "" {
+		t.Errorf("%s: totals (-want +got):\n%s", f.dir, d)
 	}
+}
 
-	// Status snapshots, merged over the object's own status.
-	for _, s := range want.Status {
-		o := obj.DeepCopy()
+// checkStatus checks the status snapshots, merged over the object's own
+// status.
+func (f fixture) checkStatus(t *testing.T, ctx context.Context) {
+	for _, s := range f.want.Status {
+		o := f.obj.DeepCopy()
 		st, _, _ := unstructured.NestedMap(o.Object, "status")
 		if st == nil {
 			st = map[string]any{}
@@ -255,9 +282,9 @@ func runFixture(t *testing.T, dir string, entry *Entry) {
 			st[k] = v
 		}
 		o.Object["status"] = st
-		got, err := c.Status(ctx, o)
+		got, err := f.c.Status(ctx, o)
 		if err != nil {
-			t.Errorf("%s: status %q: %v", dir, s.Name, err)
+			t.Errorf("%s: status %q: %v", f.dir, s.Name, err)
 			continue
 		}
 		var gs []string
@@ -265,28 +292,31 @@ func runFixture(t *testing.T, dir string, entry *Entry) {
 			gs = append(gs, string(x))
 		}
 		if d := cmp.Diff(s.Want, gs); d != "" {
-			t.Errorf("%s: status %q (-want +got):\n%s", dir, s.Name, d)
+			t.Errorf("%s: status %q (-want +got):\n%s", f.dir, s.Name, d)
 		}
 	}
+}
 
-	// Pods: component, instance, gang; and the gangs they form.
-	children := readDocs(t, filepath.Join(dir, "children.yaml"))
-	podDocs := readDocs(t, filepath.Join(dir, "pods.yaml"))
+// checkPods checks each pod's component, instance and gang, and the gangs
+// they form.
+func (f fixture) checkPods(t *testing.T, ctx context.Context) {
+	children := readDocs(t, filepath.Join(f.dir, "children.yaml"))
+	podDocs := readDocs(t, filepath.Join(f.dir, "pods.yaml"))
 	gotPods := map[string]expPod{}
 	gangs := map[string]*definition.Gang{}
 	for _, pm := range podDocs {
 		p := toPod(t, pm)
-		if err := ownerChainReaches(p, obj, children, podDocs); err != nil {
-			t.Errorf("%s: pod %s: %v", dir, p.Name, err)
+		if err := ownerChainReaches(p, f.obj, children, podDocs); err != nil {
+			t.Errorf("%s: pod %s: %v", f.dir, p.Name, err)
 		}
-		m, err := c.MatchPod(ctx, p)
+		m, err := f.c.MatchPod(ctx, p)
 		if err != nil {
-			t.Errorf("%s: MatchPod %s: %v", dir, p.Name, err)
+			t.Errorf("%s: MatchPod %s: %v", f.dir, p.Name, err)
 			continue
 		}
-		g, err := c.GangForPod(ctx, obj, p)
+		g, err := f.c.GangForPod(ctx, f.obj, p)
 		if err != nil {
-			t.Errorf("%s: GangForPod %s: %v", dir, p.Name, err)
+			t.Errorf("%s: GangForPod %s: %v", f.dir, p.Name, err)
 			continue
 		}
 		gotPods[p.Name] = expPod{Component: m.Component, Instance: m.Instance, Gang: gangName(g)}
@@ -294,11 +324,16 @@ func runFixture(t *testing.T, dir string, entry *Entry) {
 			gangs[gangName(g)] = g
 		}
 	}
-	if d := cmp.Diff(want.Pods, gotPods); d != "" {
-		t.Errorf("%s: pods (-want +got):\n%s", dir, d)
+	if d := cmp.Diff(f.want.Pods, gotPods); d != "" {
+		t.Errorf("%s: pods (-want +got):\n%s", f.dir, d)
 	}
+	f.checkGangs(t, gangs)
+}
+
+// checkGangs checks the gangs the pods form, by definition and keys.
+func (f fixture) checkGangs(t *testing.T, gangs map[string]*definition.Gang) {
 	wantGang := map[string]expGang{}
-	for _, g := range want.Gangs {
+	for _, g := range f.want.Gangs {
 		wantGang[strings.Join(append([]string{g.Definition}, g.Keys...), "/")] = g
 	}
 	var gotGangs []expGang
@@ -316,22 +351,25 @@ func runFixture(t *testing.T, dir string, entry *Entry) {
 		}
 		gotGangs = append(gotGangs, eg)
 	}
-	sortGangs(want.Gangs)
+	sortGangs(f.want.Gangs)
 	sortGangs(gotGangs)
-	if d := cmp.Diff(want.Gangs, gotGangs, cmpopts.EquateEmpty()); d != "" {
-		t.Errorf("%s: gangs (-want +got):\n%s", dir, d)
+	if d := cmp.Diff(f.want.Gangs, gotGangs, cmpopts.EquateEmpty()); d != "" {
+		t.Errorf("%s: gangs (-want +got):\n%s", f.dir, d)
 	}
+}
 
-	plans, err := c.GangPlans(ctx, obj)
+// checkPlans checks the gang plans of the root object.
+func (f fixture) checkPlans(t *testing.T, ctx context.Context) {
+	plans, err := f.c.GangPlans(ctx, f.obj)
 	if err != nil {
-		t.Fatalf("%s: GangPlans: %v", dir, err)
+		t.Fatalf("%s: GangPlans: %v", f.dir, err)
 	}
 	var gotPlans []expPlan
 	for _, p := range plans {
 		gotPlans = append(gotPlans, expPlan{Definition: p.Definition, Instances: p.Instances, MinMember: p.MinMember})
 	}
-	if d := cmp.Diff(want.Plans, gotPlans, cmpopts.EquateEmpty()); d != "" {
-		t.Errorf("%s: plans (-want +got):\n%s", dir, d)
+	if d := cmp.Diff(f.want.Plans, gotPlans, cmpopts.EquateEmpty()); d != "" {
+		t.Errorf("%s: plans (-want +got):\n%s", f.dir, d)
 	}
 }
 

@@ -245,29 +245,38 @@ func objectSchema(specFields ...string) *apiextensionsv1.JSONSchemaProps {
 	return &apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": spec}}
 }
 
-// TestRegistryVersionFallback: a kind at a version without a definition is
-// read with another version's definition only when the served schema of
-// that version has every field the definition reads; otherwise a
-// VersionError names the fields. The version written in a definition
-// always serves its own version.
-func TestRegistryVersionFallback(t *testing.T) {
-	widget := func(v string) schema.GroupVersionKind {
-		return schema.GroupVersionKind{Group: "acme.example.com", Version: v, Kind: "Widget"}
-	}
+// widget is the test kind Widget at version v.
+func widget(v string) schema.GroupVersionKind {
+	return schema.GroupVersionKind{Group: "acme.example.com", Version: v, Kind: "Widget"}
+}
+
+// widgetSchemas serves Widget's schemas: v1 and v2 have the fields
+// widget-v1 reads, v3 and v1beta1 miss one, v9 has no schema and "broken"
+// fails. Each call counts in calls.
+func widgetSchemas(calls *int) func(schema.GroupVersionKind) (*apiextensionsv1.JSONSchemaProps, error) {
 	served := map[string]*apiextensionsv1.JSONSchemaProps{
 		"v1":      objectSchema("workers", "template"),
 		"v2":      objectSchema("workers", "template", "extra"),
 		"v3":      objectSchema("replicas", "template"),
 		"v1beta1": objectSchema("workerz", "template"),
 	}
-	calls := 0
-	schemas := func(gvk schema.GroupVersionKind) (*apiextensionsv1.JSONSchemaProps, error) {
-		calls++
+	return func(gvk schema.GroupVersionKind) (*apiextensionsv1.JSONSchemaProps, error) {
+		*calls++
 		if gvk.Version == "broken" {
 			return nil, errors.New("apiserver said no")
 		}
 		return served[gvk.Version], nil // nil for "v9": no schema to check
 	}
+}
+
+// TestRegistryVersionFallback: a kind at a version without a definition is
+// read with another version's definition only when the served schema of
+// that version has every field the definition reads; otherwise a
+// VersionError names the fields. The version written in a definition
+// always serves its own version.
+func TestRegistryVersionFallback(t *testing.T) {
+	calls := 0
+	schemas := widgetSchemas(&calls)
 	for _, tc := range []struct {
 		name     string
 		schemas  bool
@@ -309,12 +318,18 @@ func TestRegistryVersionFallback(t *testing.T) {
 			}
 		})
 	}
+}
 
+// TestRegistryVersionFallbackSnapshots: the schema check is done once per
+// snapshot, a failed read is not kept, and a definition written for a
+// version serves that version from then on.
+func TestRegistryVersionFallbackSnapshots(t *testing.T) {
+	calls := 0
+	schemas := widgetSchemas(&calls)
 	// A check is done once per snapshot; a new cluster set checks again.
 	r := newTestRegistry(t)
 	r.SetCluster([]*kartav1alpha1.Karta{widgetKarta(t, "widget-v1", "v1")})
 	r.SetSchemas(schemas)
-	calls = 0
 	for range 3 {
 		if _, err := r.Resolve(widget("v3")); err == nil {
 			t.Fatal("v3 resolved")

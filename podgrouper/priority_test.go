@@ -89,71 +89,7 @@ func TestGangPriority(t *testing.T) {
 	owners := []*obj{pipeline, trainer, job}
 
 	t.Run("mixed gang, highest wins, comes down when the high member goes", func(t *testing.T) {
-		low := makePod("p0", job, withPriority(10, "low"))
-		high := makePod("p1", job, withPriority(1000, "high"))
-		w := newWorld(t, testDefs(trainerGang(2)), owners, owners, []*corev1.Pod{low, high}, nil)
-		if err := w.ctrl.sync(w.ctx, "ns/p0"); err != nil {
-			t.Fatal(err)
-		}
-		if v, c := pgPriority(t, w); v != "10" || c != "low" {
-			t.Errorf("after the low member: priority %s class %s, want 10 low", v, c)
-		}
-		if n := countReason(w.events(), eventReasonPriorityMixed); n != 0 {
-			t.Errorf("%d %s events with one member synced", n, eventReasonPriorityMixed)
-		}
-		// p1 synced before p0's label is in the cache: the recorded
-		// member still counts, and the higher priority wins.
-		if err := w.ctrl.sync(w.ctx, "ns/p1"); err != nil {
-			t.Fatal(err)
-		}
-		if v, c := pgPriority(t, w); v != "1000" || c != "high" {
-			t.Errorf("after the high member: priority %s class %s, want 1000 high", v, c)
-		}
-		events := w.events()
-		if n := countReason(events, eventReasonPriorityMixed); n != 1 || !strings.Contains(events[0], "1000 (high), 10 (low)") {
-			t.Errorf("events %q, want one %s on the workload naming both priorities", events, eventReasonPriorityMixed)
-		}
-		// The low member synced again: the gang keeps the highest, the
-		// low member is told once, the workload note is not repeated.
-		waitSynced(t, w, "p1")
-		for range 2 {
-			if err := w.ctrl.sync(w.ctx, "ns/p0"); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if v, _ := pgPriority(t, w); v != "1000" {
-			t.Errorf("the low member's sync lowered the gang's priority to %s", v)
-		}
-		if n := countReason(w.events(), eventReasonPriorityMixed); n != 1 {
-			t.Errorf("%d %s events for the low member over two syncs, want 1", n, eventReasonPriorityMixed)
-		}
-
-		// The high member goes: the informer's delete handler requeues the
-		// remaining member, whose sync brings the priority down.
-		waitSynced(t, w, "p0")
-		drainQueue(w)
-		if err := w.kube.CoreV1().Pods("ns").Delete(w.ctx, "p1", metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		seen := map[string]bool{}
-		err := wait.PollUntilContextTimeout(w.ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-			for _, k := range drainQueue(w) {
-				seen[k] = true
-			}
-			_, cached := w.ctrl.podLister.Pods("ns").Get("p1")
-			recorded := w.ctrl.priorities.recorded("ns/p1")
-			return seen["ns/p0"] && cached != nil && !recorded, nil
-		})
-		if err != nil {
-			t.Fatalf("after deleting the high member: queued %v: %v", seen, err)
-		}
-		k := "ns/p0"
-		if err := w.ctrl.sync(w.ctx, k); err != nil {
-			t.Fatal(err)
-		}
-		if v, c := pgPriority(t, w); v != "10" || c != "low" {
-			t.Errorf("after the high member left: priority %s class %s, want 10 low", v, c)
-		}
+		testGangPriorityMixed(t, owners)
 	})
 
 	t.Run("a restarted process counts the labelled members in the cache", func(t *testing.T) {
@@ -185,6 +121,85 @@ func TestGangPriority(t *testing.T) {
 			t.Errorf("annotations (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// testGangPriorityMixed: a gang of a low and a high member gets the high
+// priority, is warned about once, and comes down to the low priority when
+// the high member goes.
+func testGangPriorityMixed(t *testing.T, owners []*obj) {
+	low := makePod("p0", job, withPriority(10, "low"))
+	high := makePod("p1", job, withPriority(1000, "high"))
+	w := newWorld(t, testDefs(trainerGang(2)), owners, owners, []*corev1.Pod{low, high}, nil)
+	if err := w.ctrl.sync(w.ctx, "ns/p0"); err != nil {
+		t.Fatal(err)
+	}
+	if v, c := pgPriority(t, w); v != "10" || c != "low" {
+		t.Errorf("after the low member: priority %s class %s, want 10 low", v, c)
+	}
+	if n := countReason(w.events(), eventReasonPriorityMixed); n != 0 {
+		t.Errorf("%d %s events with one member synced", n, eventReasonPriorityMixed)
+	}
+	// p1 synced before p0's label is in the cache: the recorded
+	// member still counts, and the higher priority wins.
+	if err := w.ctrl.sync(w.ctx, "ns/p1"); err != nil {
+		t.Fatal(err)
+	}
+	if v, c := pgPriority(t, w); v != "1000" || c != "high" {
+		t.Errorf("after the high member: priority %s class %s, want 1000 high", v, c)
+	}
+	events := w.events()
+	if n := countReason(events, eventReasonPriorityMixed); n != 1 || !strings.Contains(events[0], "1000 (high), 10 (low)") {
+		t.Errorf("events %q, want one %s on the workload naming both priorities", events, eventReasonPriorityMixed)
+	}
+	// The low member synced again: the gang keeps the highest, the
+	// low member is told once, the workload note is not repeated.
+	waitSynced(t, w, "p1")
+	for range 2 {
+		if err := w.ctrl.sync(w.ctx, "ns/p0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, _ := pgPriority(t, w); v != "1000" {
+		t.Errorf("the low member's sync lowered the gang's priority to %s", v)
+	}
+	if n := countReason(w.events(), eventReasonPriorityMixed); n != 1 {
+		t.Errorf("%d %s events for the low member over two syncs, want 1", n, eventReasonPriorityMixed)
+	}
+
+	// The high member goes: the informer's delete handler requeues the
+	// remaining member, whose sync brings the priority down.
+	deleteMember(t, w, "p1", "p0")
+	k := "ns/p0"
+	if err := w.ctrl.sync(w.ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	if v, c := pgPriority(t, w); v != "10" || c != "low" {
+		t.Errorf("after the high member left: priority %s class %s, want 10 low", v, c)
+	}
+}
+
+// deleteMember deletes pod gone and waits until the informers have seen
+// it go (it is out of the cache and its recorded priority is forgotten)
+// and the delete handler has queued the remaining member.
+func deleteMember(t *testing.T, w *world, gone, remaining string) {
+	t.Helper()
+	waitSynced(t, w, remaining)
+	drainQueue(w)
+	if err := w.kube.CoreV1().Pods("ns").Delete(w.ctx, gone, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	err := wait.PollUntilContextTimeout(w.ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		for _, k := range drainQueue(w) {
+			seen[k] = true
+		}
+		_, cached := w.ctrl.podLister.Pods("ns").Get(gone)
+		recorded := w.ctrl.priorities.recorded("ns/" + gone)
+		return seen["ns/"+remaining] && cached != nil && !recorded, nil
+	})
+	if err != nil {
+		t.Fatalf("after deleting %s: queued %v: %v", gone, seen, err)
+	}
 }
 
 // drainQueue takes every key out of the controller's queue.

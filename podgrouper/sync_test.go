@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -77,24 +78,38 @@ func musterPG(name string, min int32) *schedv1alpha1.PodGroup {
 	}
 }
 
+// syncCase is one pod synced once by TestSync, and what must hold after.
+type syncCase struct {
+	name       string
+	pod        *corev1.Pod
+	pgs        []*schedv1alpha1.PodGroup
+	wantErr    error
+	wantPG     *schedv1alpha1.PodGroup // the PodGroup "train" afterwards, nil = none
+	wantLabel  string                  // pod-group label afterwards
+	wantReason string                  // substring of muster.io/grouping-reason of a gang-free pod, "" = not gang-free
+	wantEvent  string                  // substring of the first event, "" = none
+	wantEvents int                     // how many events (default 1 when wantEvent is set)
+	wantWrites []string
+	// wantWaiting is a substring of muster.io/grouping-reason of a pod
+	// marked waiting, "" = not waiting.
+	wantWaiting string
+}
+
 func TestSync(t *testing.T) {
 	owners := []*obj{pipeline, trainer, job, deploy, rs, offTrain, offJob, brokenW, badJob, staleJob}
 	roots := []*obj{pipeline, trainer, job, deploy, rs, offTrain, offJob, brokenW, badJob}
-	cases := []struct {
-		name       string
-		pod        *corev1.Pod
-		pgs        []*schedv1alpha1.PodGroup
-		wantErr    error
-		wantPG     *schedv1alpha1.PodGroup // the PodGroup "train" afterwards, nil = none
-		wantLabel  string                  // pod-group label afterwards
-		wantReason string                  // substring of muster.io/grouping-reason of a gang-free pod, "" = not gang-free
-		wantEvent  string                  // substring of the first event, "" = none
-		wantEvents int                     // how many events (default 1 when wantEvent is set)
-		wantWrites []string
-		// wantWaiting is a substring of muster.io/grouping-reason of a pod
-		// marked waiting, "" = not waiting.
-		wantWaiting string
-	}{
+	cases := slices.Concat(syncJoinCases(), syncAloneCases(), syncWaitCases(), syncYieldCases(), syncOtherCases())
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, testDefs(trainerGang(3)), owners, roots, []*corev1.Pod{tc.pod}, tc.pgs)
+			checkSync(t, w, tc)
+		})
+	}
+}
+
+// syncJoinCases: the pod joins its gang, and its PodGroup is written.
+func syncJoinCases() []syncCase {
+	return []syncCase{
 		{
 			name: "member of the top-most defined owner, wrapper above ignored",
 			pod:  makePod("p0", job),
@@ -126,6 +141,34 @@ func TestSync(t *testing.T) {
 			},
 		},
 		{
+			name:       "label naming another muster PodGroup: relabelled",
+			pod:        makePod("p0", job, withLabel(api.LabelPodGroup, "old")),
+			pgs:        []*schedv1alpha1.PodGroup{musterPG("old", 1)},
+			wantLabel:  "train",
+			wantWrites: []string{"patch pods", "create podgroups"},
+			wantPG:     desiredPodGroup("train", "ns", trainer.unstructured(), "trainer", trainerGang(3).gangs["p0"], nil),
+		},
+		{
+			name:       "gang-free marker dropped when the pod joins a gang",
+			pod:        makePod("p0", job, withAnnotation(api.AnnotationGrouping, api.GroupingNone), withAnnotation(api.AnnotationGroupingReason, "old")),
+			wantLabel:  "train",
+			wantWrites: []string{"patch pods", "create podgroups"},
+			wantPG:     desiredPodGroup("train", "ns", trainer.unstructured(), "trainer", trainerGang(3).gangs["p0"], nil),
+		},
+		{
+			name:       "the marker of earlier releases is dropped too when the pod joins a gang",
+			pod:        makePod("p0", job, withAnnotation(api.AnnotationGang, api.GangNone), withAnnotation(api.LegacyAnnotationGangReason, "old")),
+			wantLabel:  "train",
+			wantWrites: []string{"patch pods", "create podgroups"},
+			wantPG:     desiredPodGroup("train", "ns", trainer.unstructured(), "trainer", trainerGang(3).gangs["p0"], nil),
+		},
+	}
+}
+
+// syncAloneCases: the pod has no gang and is marked to be scheduled alone.
+func syncAloneCases() []syncCase {
+	return []syncCase{
+		{
 			name:       "definition without gangs: scheduled alone",
 			pod:        makePod("w0", rs),
 			wantReason: "definition deployment has no gang instruction",
@@ -149,6 +192,12 @@ func TestSync(t *testing.T) {
 			wantReason: "matches no component of definition trainer",
 			wantWrites: []string{"patch pods"},
 		},
+	}
+}
+
+// syncWaitCases: the gang cannot be computed.
+func syncWaitCases() []syncCase {
+	return []syncCase{
 		// Fail closed: when the gang cannot be computed the pod is neither
 		// labelled nor marked gang-free: it is marked waiting with the
 		// cause, so it waits in the scheduler and says why there; one
@@ -201,6 +250,12 @@ func TestSync(t *testing.T) {
 			wantEvents:  2,
 			wantWrites:  []string{"patch pods"},
 		},
+	}
+}
+
+// syncYieldCases: another gang mechanism has the pod, and muster yields.
+func syncYieldCases() []syncCase {
+	return []syncCase{
 		{
 			name:      "Volcano annotation: yield",
 			pod:       makePod("p0", job, withAnnotation(api.AnnotationVolcanoGroup, "vc")),
@@ -236,28 +291,13 @@ func TestSync(t *testing.T) {
 			pod:       makePod("p0", job, withLabel(api.LabelPodGroup, "later")),
 			wantEvent: "pod-group=later",
 		},
-		{
-			name:       "label naming another muster PodGroup: relabelled",
-			pod:        makePod("p0", job, withLabel(api.LabelPodGroup, "old")),
-			pgs:        []*schedv1alpha1.PodGroup{musterPG("old", 1)},
-			wantLabel:  "train",
-			wantWrites: []string{"patch pods", "create podgroups"},
-			wantPG:     desiredPodGroup("train", "ns", trainer.unstructured(), "trainer", trainerGang(3).gangs["p0"], nil),
-		},
-		{
-			name:       "gang-free marker dropped when the pod joins a gang",
-			pod:        makePod("p0", job, withAnnotation(api.AnnotationGrouping, api.GroupingNone), withAnnotation(api.AnnotationGroupingReason, "old")),
-			wantLabel:  "train",
-			wantWrites: []string{"patch pods", "create podgroups"},
-			wantPG:     desiredPodGroup("train", "ns", trainer.unstructured(), "trainer", trainerGang(3).gangs["p0"], nil),
-		},
-		{
-			name:       "the marker of earlier releases is dropped too when the pod joins a gang",
-			pod:        makePod("p0", job, withAnnotation(api.AnnotationGang, api.GangNone), withAnnotation(api.LegacyAnnotationGangReason, "old")),
-			wantLabel:  "train",
-			wantWrites: []string{"patch pods", "create podgroups"},
-			wantPG:     desiredPodGroup("train", "ns", trainer.unstructured(), "trainer", trainerGang(3).gangs["p0"], nil),
-		},
+	}
+}
+
+// syncOtherCases: an owner that is not the live one, and a pod of another
+// scheduler.
+func syncOtherCases() []syncCase {
+	return []syncCase{
 		{
 			name:    "owner with another UID: retried",
 			pod:     makePod("s0", staleJob),
@@ -268,71 +308,82 @@ func TestSync(t *testing.T) {
 			pod:  makePod("p0", job, func(p *corev1.Pod) { p.Spec.SchedulerName = "default-scheduler" }),
 		},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			w := newWorld(t, testDefs(trainerGang(3)), owners, roots, []*corev1.Pod{tc.pod}, tc.pgs)
-			err := w.ctrl.sync(w.ctx, "ns/"+tc.pod.Name)
-			if tc.wantErr != nil {
-				if !errors.Is(err, tc.wantErr) {
-					t.Fatalf("sync error = %v, want %v", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("sync: %v", err)
-			}
-			if diff := cmp.Diff(tc.wantWrites, w.writes()); diff != "" {
-				t.Errorf("writes (-want +got):\n%s", diff)
-			}
-			pod, err := w.kube.CoreV1().Pods("ns").Get(w.ctx, tc.pod.Name, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := pod.Labels[api.LabelPodGroup]; got != tc.wantLabel && (tc.wantLabel != "" || tc.wantEvent == "") {
-				t.Errorf("pod-group label = %q, want %q", got, tc.wantLabel)
-			}
-			switch {
-			case tc.wantReason != "":
-				if pod.Annotations[api.AnnotationGrouping] != api.GroupingNone || !strings.Contains(pod.Annotations[api.AnnotationGroupingReason], tc.wantReason) {
-					t.Errorf("gang annotations = %v, want none with reason containing %q", pod.Annotations, tc.wantReason)
-				}
-			case tc.wantWaiting != "":
-				if pod.Annotations[api.AnnotationGrouping] != api.GroupingWaiting || !strings.Contains(pod.Annotations[api.AnnotationGroupingReason], tc.wantWaiting) {
-					t.Errorf("gang annotations = %v, want waiting with reason containing %q", pod.Annotations, tc.wantWaiting)
-				}
-			case api.ScheduledAlone(pod.Annotations) || pod.Annotations[api.LegacyAnnotationGangReason] != "" || pod.Annotations[api.AnnotationGroupingReason] != "":
-				t.Errorf("pod marked: %v", pod.Annotations)
-			}
-			if tc.wantReason != "" || tc.wantWaiting != "" {
-				if _, ok := pod.Annotations[api.AnnotationGang]; ok {
-					t.Errorf("the marker of earlier releases stays: %v", pod.Annotations)
-				}
-			}
-			events := w.events()
-			if tc.wantEvent == "" && len(events) > 0 {
-				t.Errorf("events = %q, want none", events)
-			}
-			wantN := tc.wantEvents
-			if wantN == 0 {
-				wantN = 1
-			}
-			if tc.wantEvent != "" && (len(events) != wantN || !strings.Contains(events[0], tc.wantEvent)) {
-				t.Errorf("events = %q, want %d, the first containing %q", events, wantN, tc.wantEvent)
-			}
-			got, err := w.pg.SchedulingV1alpha1().PodGroups("ns").Get(w.ctx, "train", metav1.GetOptions{})
-			if tc.wantPG == nil {
-				if err == nil {
-					t.Errorf("PodGroup train exists: %+v", got.Spec)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("PodGroup train: %v", err)
-			}
-			if diff := cmp.Diff(tc.wantPG, got); diff != "" {
-				t.Errorf("PodGroup (-want +got):\n%s", diff)
-			}
-		})
+}
+
+// checkSync syncs tc's pod once in w and checks what tc wants.
+func checkSync(t *testing.T, w *world, tc syncCase) {
+	t.Helper()
+	err := w.ctrl.sync(w.ctx, "ns/"+tc.pod.Name)
+	if tc.wantErr != nil {
+		if !errors.Is(err, tc.wantErr) {
+			t.Fatalf("sync error = %v, want %v", err, tc.wantErr)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	if diff := cmp.Diff(tc.wantWrites, w.writes()); diff != "" {
+		t.Errorf("writes (-want +got):\n%s", diff)
+	}
+	pod, err := w.kube.CoreV1().Pods("ns").Get(w.ctx, tc.pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSyncedPod(t, pod, tc)
+	checkSyncEvents(t, w.events(), tc)
+	got, err := w.pg.SchedulingV1alpha1().PodGroups("ns").Get(w.ctx, "train", metav1.GetOptions{})
+	if tc.wantPG == nil {
+		if err == nil {
+			t.Errorf("PodGroup train exists: %+v", got.Spec)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("PodGroup train: %v", err)
+	}
+	if diff := cmp.Diff(tc.wantPG, got); diff != "" {
+		t.Errorf("PodGroup (-want +got):\n%s", diff)
+	}
+}
+
+// checkSyncedPod checks the synced pod's label and markers.
+func checkSyncedPod(t *testing.T, pod *corev1.Pod, tc syncCase) {
+	t.Helper()
+	if got := pod.Labels[api.LabelPodGroup]; got != tc.wantLabel && (tc.wantLabel != "" || tc.wantEvent == "") {
+		t.Errorf("pod-group label = %q, want %q", got, tc.wantLabel)
+	}
+	switch {
+	case tc.wantReason != "":
+		if pod.Annotations[api.AnnotationGrouping] != api.GroupingNone || !strings.Contains(pod.Annotations[api.AnnotationGroupingReason], tc.wantReason) {
+			t.Errorf("gang annotations = %v, want none with reason containing %q", pod.Annotations, tc.wantReason)
+		}
+	case tc.wantWaiting != "":
+		if pod.Annotations[api.AnnotationGrouping] != api.GroupingWaiting || !strings.Contains(pod.Annotations[api.AnnotationGroupingReason], tc.wantWaiting) {
+			t.Errorf("gang annotations = %v, want waiting with reason containing %q", pod.Annotations, tc.wantWaiting)
+		}
+	case api.ScheduledAlone(pod.Annotations) || pod.Annotations[api.LegacyAnnotationGangReason] != "" || pod.Annotations[api.AnnotationGroupingReason] != "":
+		t.Errorf("pod marked: %v", pod.Annotations)
+	}
+	if tc.wantReason != "" || tc.wantWaiting != "" {
+		if _, ok := pod.Annotations[api.AnnotationGang]; ok {
+			t.Errorf("the marker of earlier releases stays: %v", pod.Annotations)
+		}
+	}
+}
+
+// checkSyncEvents checks the events recorded by the sync.
+func checkSyncEvents(t *testing.T, events []string, tc syncCase) {
+	t.Helper()
+	if tc.wantEvent == "" && len(events) > 0 {
+		t.Errorf("events = %q, want none", events)
+	}
+	wantN := tc.wantEvents
+	if wantN == 0 {
+		wantN = 1
+	}
+	if tc.wantEvent != "" && (len(events) != wantN || !strings.Contains(events[0], tc.wantEvent)) {
+		t.Errorf("events = %q, want %d, the first containing %q", events, wantN, tc.wantEvent)
 	}
 }
 

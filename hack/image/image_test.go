@@ -302,6 +302,16 @@ func TestWriteAndReadBack(t *testing.T) {
 	if err := validate.Index(back); err != nil {
 		t.Fatal(err)
 	}
+	checkLayoutIndex(t, back, idx)
+	checkDockerArchives(t, out, o, back)
+	checkOCIArchive(t, out)
+}
+
+// checkLayoutIndex: the index read back from the layout is the one
+// written, an OCI index with the image's annotations and one OCI image
+// manifest per platform.
+func checkLayoutIndex(t *testing.T, back, idx v1.ImageIndex) {
+	t.Helper()
 	want, err := idx.Digest()
 	if err != nil {
 		t.Fatal(err)
@@ -321,7 +331,13 @@ func TestWriteAndReadBack(t *testing.T) {
 			t.Errorf("index entry %d: %+v, want an OCI image manifest of %s, no artifactType", i, d, PlatformString(Platforms[i]))
 		}
 	}
+}
 
+// checkDockerArchives: one docker archive per platform, each holding under
+// the image's tag the same config and layer as the layout's image of that
+// platform.
+func checkDockerArchives(t *testing.T, out *Outputs, o Options, back v1.ImageIndex) {
+	t.Helper()
 	tag, err := o.Tag()
 	if err != nil {
 		t.Fatal(err)
@@ -352,8 +368,12 @@ func TestWriteAndReadBack(t *testing.T) {
 	if _, err := PlatformImage(back, v1.Platform{OS: "linux", Architecture: "s390x"}); !errors.Is(err, errNoImage) {
 		t.Errorf("s390x: err %v, want errNoImage", err)
 	}
+}
 
-	// The OCI archive: exactly the layout's files, index.json at the root.
+// checkOCIArchive: the OCI archive holds exactly the layout's files,
+// index.json at the root, and no stale blob of an earlier build.
+func checkOCIArchive(t *testing.T, out *Outputs) {
+	t.Helper()
 	f, err := os.Open(out.OCIArchive)
 	if err != nil {
 		t.Fatal(err)

@@ -74,33 +74,13 @@ func Run(ctx context.Context, o *Options) error {
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting muster-podgrouper", "version", version.Version)
 
-	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
-	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
-	}
-	cfg.UserAgent = "muster-podgrouper/" + version.Version
-	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
-	cfg.ContentType = o.KubeAPIContentType
-	clients, err := podgrouper.NewClients(cfg)
+	clients, err := newClients(o)
 	if err != nil {
 		return err
 	}
-	reg, err := catalog.NewRegistry(definition.Options{})
-	if err != nil {
-		return fmt.Errorf("embedded catalog: %w", err)
-	}
-
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartStructuredLogging(3)
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clients.Kube.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: podgrouper.FieldManager})
-
-	opts := podgrouper.Options{SchedulerNames: o.SchedulerNames, MaxOwnerDepth: o.MaxOwnerDepth}
-	if o.ScheduleTimeoutSeconds > 0 {
-		opts.ScheduleTimeoutSeconds = ptr.To(o.ScheduleTimeoutSeconds)
-	}
-	ctrl, err := podgrouper.NewController(ctx, clients, podgrouper.NewCheckedCatalogDefinitions(ctx, reg, clients), recorder, opts)
+	recorder, stopEvents := newRecorder(ctx, clients)
+	defer stopEvents()
+	ctrl, err := newController(ctx, o, clients, recorder)
 	if err != nil {
 		return err
 	}
@@ -128,7 +108,48 @@ func Run(ctx context.Context, o *Options) error {
 			return err
 		}
 	}
+	return runLeaderElected(ctx, o, clients, recorder, run, srvErr)
+}
 
+// newClients builds the API clients from the kubeconfig and the client
+// flags.
+func newClients(o *Options) (podgrouper.Clients, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	if err != nil {
+		return podgrouper.Clients{}, fmt.Errorf("kubeconfig: %w", err)
+	}
+	cfg.UserAgent = "muster-podgrouper/" + version.Version
+	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+	cfg.ContentType = o.KubeAPIContentType
+	return podgrouper.NewClients(cfg)
+}
+
+// newRecorder records events through the API server (and logs them at
+// V(3)); stop flushes and stops the recording.
+func newRecorder(ctx context.Context, clients podgrouper.Clients) (recorder record.EventRecorder, stop func()) {
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartStructuredLogging(3)
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clients.Kube.CoreV1().Events("")})
+	return broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: podgrouper.FieldManager}), broadcaster.Shutdown
+}
+
+// newController builds the pod-grouper's controller on the embedded
+// catalog and the cluster's Kartas.
+func newController(ctx context.Context, o *Options, clients podgrouper.Clients, recorder record.EventRecorder) (*podgrouper.Controller, error) {
+	reg, err := catalog.NewRegistry(definition.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("embedded catalog: %w", err)
+	}
+	opts := podgrouper.Options{SchedulerNames: o.SchedulerNames, MaxOwnerDepth: o.MaxOwnerDepth}
+	if o.ScheduleTimeoutSeconds > 0 {
+		opts.ScheduleTimeoutSeconds = ptr.To(o.ScheduleTimeoutSeconds)
+	}
+	return podgrouper.NewController(ctx, clients, podgrouper.NewCheckedCatalogDefinitions(ctx, reg, clients), recorder, opts)
+}
+
+// runLeaderElected runs run while this process holds the lease, until ctx
+// is done, the health server fails, or the lease is lost.
+func runLeaderElected(ctx context.Context, o *Options, clients podgrouper.Clients, recorder record.EventRecorder, run func(context.Context), srvErr <-chan error) error {
 	id, err := os.Hostname()
 	if err != nil {
 		return fmt.Errorf("leader election identity: %w", err)

@@ -247,6 +247,34 @@ func startOperator(ctx context.Context, cp *localcluster.ControlPlane, b *operat
 	return err
 }
 
+// ensureOperator starts op when the first example that needs one comes,
+// so the first example runs while the next operator still builds. An
+// operator that does not start is unavailable, not an error: the sandbox
+// goes on without the examples that need it. Only ctx ending is an error.
+func (sb *sandbox) ensureOperator(ctx context.Context, op string) error {
+	if op == "" || sb.started[op] || sb.unavailable[op] != "" {
+		return nil
+	}
+	if err := startOperator(ctx, sb.cp, sb.builds[op], sb.progress); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		sb.setUnavailable(op, firstLine(err), "operator "+op, err)
+		return nil
+	}
+	sb.started[op] = true
+	sb.progress("%s operator running", op)
+	return nil
+}
+
+// setUnavailable marks op as not running for the reason why, which a
+// progress line shows; err goes whole to the log file after logPrefix.
+func (sb *sandbox) setUnavailable(op, why, logPrefix string, err error) {
+	sb.unavailable[op] = why
+	fmt.Fprintf(sb.logFile, "%s: %v\n", logPrefix, err)
+	sb.progress("%s operator unavailable (%s; details in the log file); skipping the examples that need it", op, why)
+}
+
 // firstLine shortens an error for a progress line; the whole of it goes to
 // the log file.
 func firstLine(err error) string {

@@ -78,6 +78,46 @@ func needsOf(ctx context.Context, cp *localcluster.ControlPlane, ex examples.Exa
 	return n, nil
 }
 
+// runExamples applies the examples one by one, each once its operator
+// runs, and skips those that cannot run here: their operator is
+// unavailable, or a gang expected to schedule needs more GPUs than are
+// left.
+func (sb *sandbox) runExamples(ctx context.Context) error {
+	cfg := sb.cfg
+	gpusLeft := int64(cfg.Nodes * cfg.GPUsPerNode)
+	for _, ex := range sb.apply {
+		if err := sb.ensureOperator(ctx, ex.Operator); err != nil {
+			return err
+		}
+		if ex.Operator != "" && sb.unavailable[ex.Operator] != "" {
+			sb.progress("example %s skipped: the %s operator is not running", ex.File, ex.Operator)
+			continue
+		}
+		needs, err := needsOf(ctx, sb.cp, ex)
+		if err != nil {
+			return fmt.Errorf("example %s: %w", ex.File, err)
+		}
+		if ex.Expect == examples.ExpectScheduled {
+			// A gang that cannot fit never binds: skip it rather than wait.
+			if needs.gpus > gpusLeft || needs.gpusPerPod > int64(cfg.GPUsPerNode) {
+				sb.progress("example %s skipped: needs %d GPUs, up to %d in one pod; the sandbox has %d GPUs left on nodes of %d",
+					ex.File, needs.gpus, needs.gpusPerPod, gpusLeft, cfg.GPUsPerNode)
+				continue
+			}
+			gpusLeft -= needs.gpus
+		}
+		if err := runExample(ctx, sb.cp, ex, cfg.Stdout); err != nil {
+			return fmt.Errorf("example %s: %w", ex.File, err)
+		}
+		if ex.Expect == examples.ExpectUnschedulable {
+			sb.progress("example %s: the scheduler said why it does not fit", ex.File)
+		} else {
+			sb.progress("example %s scheduled", ex.File)
+		}
+	}
+	return nil
+}
+
 // runExample applies one example, waits for what it expects (every pod
 // bound, or the scheduler's reason for each gang), and prints the `muster
 // describe` view of it to w.
@@ -86,7 +126,7 @@ func runExample(ctx context.Context, cp *localcluster.ControlPlane, ex examples.
 	if ns == "" {
 		ns = ExampleNamespace
 	}
-	if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !isAlreadyExists(err) {
+	if err := createNamespace(ctx, cp, ns); err != nil {
 		return err
 	}
 	if _, err := cp.Apply(ctx, ex.YAML, ns); err != nil {
@@ -103,6 +143,15 @@ func runExample(ctx context.Context, cp *localcluster.ControlPlane, ex examples.
 	fmt.Fprintf(w, "\n── %s/%s: %s\n$ muster describe %s -n %s\n\n", ns, ex.Name, title, ref, ns)
 	if stderr, code := musterCLI(ctx, cp, nil, w, "describe", ref, "-n", ns); code != 0 {
 		return fmt.Errorf("muster describe %s -n %s: exit %d: %s", ref, ns, code, strings.TrimSpace(stderr))
+	}
+	return nil
+}
+
+// createNamespace creates namespace ns unless it exists.
+func createNamespace(ctx context.Context, cp *localcluster.ControlPlane, ns string) error {
+	_, err := cp.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil && !isAlreadyExists(err) {
+		return err
 	}
 	return nil
 }

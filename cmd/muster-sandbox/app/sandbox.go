@@ -20,10 +20,7 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/muster-io/muster/examples"
 	"github.com/muster-io/muster/localcluster"
@@ -84,12 +81,107 @@ func DefaultKubeconfig() string {
 // simulator; the fake GPU nodes; muster-scheduler (the shipped
 // configuration) and the pod-grouper, unless NoMuster; the operators (built
 // on first use); then the examples of package examples, unless NoMuster.
+// Each is a phase of its own below, so a flag that changes what starts
+// changes which phases run, not what is inside them.
 func Run(ctx context.Context, cfg Config) error {
+	sb, err := newSandbox(cfg)
+	if err != nil {
+		return err
+	}
+	defer sb.logFile.Close()
+	cfg = sb.cfg
+	fmt.Fprintf(cfg.Stderr, "muster sandbox: kubeconfig %s, logs %s\n", sb.kubeconfig, cfg.LogFile)
+
+	// Operator builds (2–5 minutes on a first run, all at once) overlap with the
+	// start-up and the examples; they end with Run.
+	buildCtx, cancelBuilds := context.WithCancel(ctx)
+	var waitBuilds func()
+	sb.builds, waitBuilds = buildOperators(buildCtx, sb.operators, sb.progress)
+	defer func() {
+		cancelBuilds()
+		waitBuilds()
+	}()
+
+	if err := sb.startControlPlane(); err != nil {
+		return err
+	}
+	defer sb.stopControlPlane()
+	if err := writeKubeconfig(sb.cp.KubeconfigPath, sb.kubeconfig); err != nil {
+		return err
+	}
+	// Components live until cp.Stop stops them in order, not until ctx
+	// ends: a Ctrl-C must not tear them down underneath one another.
+	compCtx := context.WithoutCancel(ctx)
+
+	if err := sb.installCRDs(ctx); err != nil {
+		return err
+	}
+	if err := sb.startControllers(compCtx); err != nil {
+		return err
+	}
+	if err := sb.createNodes(ctx); err != nil {
+		return err
+	}
+	if cfg.NoMuster {
+		if err := sb.readyForOwnMuster(ctx); err != nil {
+			return err
+		}
+	} else {
+		if err := sb.startMuster(compCtx); err != nil {
+			return err
+		}
+		if err := sb.runExamples(ctx); err != nil {
+			return err
+		}
+	}
+
+	if !cfg.Keep {
+		// No "ready" line for a cluster that stops a moment later: a
+		// newcomer would try the kubeconfig and find nothing there.
+		sb.progress("done; the sandbox stops now (run with --keep to keep it up and use it)")
+		return nil
+	}
+	sb.stayUp(ctx)
+	return nil
+}
+
+// sandbox is one Run: its settings, what it has started, and what the
+// phases of Run tell one another.
+type sandbox struct {
+	cfg Config // completed: see newSandbox
+	// kubeconfig is the absolute path of the kubeconfig written for
+	// people; schedulerFile the scheduler configuration written beside it
+	// with NoMuster.
+	kubeconfig, schedulerFile string
+	root                      string // the muster source tree
+	logFile                   *os.File
+
+	// all is every example (what to suggest next), apply those Run applies
+	// (none with NoExamples), operators the operators they name.
+	all, apply []examples.Example
+	operators  []string
+
+	begin      time.Time
+	progressMu sync.Mutex
+
+	cp     *localcluster.ControlPlane
+	builds map[string]*operatorBuild
+	// unavailable says why an operator is not running (its CRDs or its
+	// start failed); the examples that need it are skipped. started holds
+	// the operators that run.
+	unavailable map[string]string
+	started     map[string]bool
+}
+
+// newSandbox checks the flags, fills in the defaults, finds the source tree
+// and the examples, and creates the log file: everything that can fail
+// before anything has started.
+func newSandbox(cfg Config) (*sandbox, error) {
 	if cfg.Nodes < 1 {
-		return fmt.Errorf("--nodes must be at least 1, got %d", cfg.Nodes)
+		return nil, fmt.Errorf("--nodes must be at least 1, got %d", cfg.Nodes)
 	}
 	if cfg.GPUsPerNode < 0 || cfg.Zones < 1 {
-		return fmt.Errorf("--gpus-per-node must be >= 0 and --zones >= 1 (got %d, %d)", cfg.GPUsPerNode, cfg.Zones)
+		return nil, fmt.Errorf("--gpus-per-node must be >= 0 and --zones >= 1 (got %d, %d)", cfg.GPUsPerNode, cfg.Zones)
 	}
 	if cfg.Stdout == nil {
 		cfg.Stdout = os.Stdout
@@ -105,238 +197,175 @@ func Run(ctx context.Context, cfg Config) error {
 		// would be no use to anyone.
 		cfg.Keep = true
 	}
-	kubeconfig, err := filepath.Abs(cfg.Kubeconfig)
-	if err != nil {
-		return err
+	sb := &sandbox{unavailable: map[string]string{}, started: map[string]bool{}}
+	var err error
+	if sb.kubeconfig, err = filepath.Abs(cfg.Kubeconfig); err != nil {
+		return nil, err
 	}
-	if err := checkOverwrite(kubeconfig); err != nil {
-		return err
+	if err := checkOverwrite(sb.kubeconfig); err != nil {
+		return nil, err
 	}
-	root, err := repoRoot()
-	if err != nil {
-		return err
+	sb.schedulerFile = filepath.Join(filepath.Dir(sb.kubeconfig), SchedulerConfigFile)
+	if sb.root, err = repoRoot(); err != nil {
+		return nil, err
 	}
-	all, err := examples.All()
-	if err != nil {
-		return err
+	if sb.all, err = examples.All(); err != nil {
+		return nil, err
 	}
-	var exs []examples.Example
 	if !cfg.NoExamples {
-		exs = all
+		sb.apply = sb.all
 	}
-	operators, err := operatorsFor(exs)
-	if err != nil {
-		return err
+	if sb.operators, err = operatorsFor(sb.apply); err != nil {
+		return nil, err
 	}
 	if cfg.LogFile == "" {
-		cfg.LogFile = filepath.Join(filepath.Dir(kubeconfig), "muster-sandbox.log")
+		cfg.LogFile = filepath.Join(filepath.Dir(sb.kubeconfig), "muster-sandbox.log")
 	}
 	if err := os.MkdirAll(filepath.Dir(cfg.LogFile), 0o755); err != nil {
-		return err
+		return nil, err
 	}
-	logFile, err := os.Create(cfg.LogFile)
-	if err != nil {
-		return fmt.Errorf("log file: %w", err)
+	if sb.logFile, err = os.Create(cfg.LogFile); err != nil {
+		return nil, fmt.Errorf("log file: %w", err)
 	}
-	defer logFile.Close()
+	sb.cfg = cfg
+	sb.begin = time.Now()
+	return sb, nil
+}
 
-	begin := time.Now()
-	var progressMu sync.Mutex
-	progress := func(format string, args ...any) {
-		progressMu.Lock()
-		defer progressMu.Unlock()
-		fmt.Fprintf(cfg.Stderr, "%s (%.1fs)\n", fmt.Sprintf(format, args...), time.Since(begin).Seconds())
-	}
-	fmt.Fprintf(cfg.Stderr, "muster sandbox: kubeconfig %s, logs %s\n", kubeconfig, cfg.LogFile)
+// progress prints a progress line with the time since the start; operator
+// builds call it from their own goroutines.
+func (sb *sandbox) progress(format string, args ...any) {
+	sb.progressMu.Lock()
+	defer sb.progressMu.Unlock()
+	fmt.Fprintf(sb.cfg.Stderr, "%s (%.1fs)\n", fmt.Sprintf(format, args...), time.Since(sb.begin).Seconds())
+}
 
-	// Operator builds (2–5 minutes on a first run, all at once) overlap with the
-	// start-up and the examples; they end with Run.
-	buildCtx, cancelBuilds := context.WithCancel(ctx)
-	builds, waitBuilds := buildOperators(buildCtx, operators, progress)
-	defer func() {
-		cancelBuilds()
-		waitBuilds()
-	}()
-
-	// The in-process components and operators use the control plane's own
-	// kubeconfig (in its temp dir); people get one whose context says what
-	// it is.
+// startControlPlane starts the control plane. The in-process components
+// and operators use its own kubeconfig (in its temp dir); people get one
+// whose context says what it is (writeKubeconfig).
+func (sb *sandbox) startControlPlane() error {
 	cp, err := localcluster.Start(localcluster.Options{
-		LogOutput: logFile,
+		LogOutput: sb.logFile,
 		Progress: func(step string, _ time.Duration) {
 			if !strings.HasPrefix(step, "starting ") {
-				progress("%s", step)
+				sb.progress("%s", step)
 			}
 		},
 	})
 	if err != nil {
 		return err
 	}
-	schedulerFile := filepath.Join(filepath.Dir(kubeconfig), SchedulerConfigFile)
-	defer func() {
-		stopBegin := time.Now()
-		cp.Stop()
-		// The kubeconfig points at a server that no longer exists.
-		_ = os.Remove(kubeconfig)
-		if cfg.NoMuster {
-			_ = os.Remove(schedulerFile)
-		}
-		fmt.Fprintf(cfg.Stderr, "stopped in %.1fs\n", time.Since(stopBegin).Seconds())
-	}()
-	if err := writeKubeconfig(cp.KubeconfigPath, kubeconfig); err != nil {
-		return err
-	}
-	// Components live until cp.Stop stops them in order, not until ctx
-	// ends: a Ctrl-C must not tear them down underneath one another.
-	compCtx := context.WithoutCancel(ctx)
+	sb.cp = cp
+	return nil
+}
 
-	// CRDs before the controllers: the garbage collector learns the
-	// resources it tracks when it starts.
-	crds, err := installMusterCRDs(ctx, cp, root)
+// stopControlPlane stops everything the control plane runs and removes
+// the files written for people.
+func (sb *sandbox) stopControlPlane() {
+	stopBegin := time.Now()
+	sb.cp.Stop()
+	// The kubeconfig points at a server that no longer exists.
+	_ = os.Remove(sb.kubeconfig)
+	if sb.cfg.NoMuster {
+		_ = os.Remove(sb.schedulerFile)
+	}
+	fmt.Fprintf(sb.cfg.Stderr, "stopped in %.1fs\n", time.Since(stopBegin).Seconds())
+}
+
+// installCRDs installs the CRDs muster ships and those of the operators.
+// An operator whose CRDs cannot be had is unavailable; the sandbox goes on
+// without it. CRDs come before the controllers: the garbage collector
+// learns the resources it tracks when it starts.
+func (sb *sandbox) installCRDs(ctx context.Context) error {
+	crds, err := installMusterCRDs(ctx, sb.cp, sb.root)
 	if err != nil {
 		return err
 	}
-	progress("CRDs installed: %s", strings.Join(crds, ", "))
+	sb.progress("CRDs installed: %s", strings.Join(crds, ", "))
 	// Each operator's CRDs come from its module (a `go mod download` of a
 	// second or two): fetch them side by side.
-	crdErrs := make([]error, len(operators))
+	crdErrs := make([]error, len(sb.operators))
 	var crdWG sync.WaitGroup
-	for i, op := range operators {
+	for i, op := range sb.operators {
 		crdWG.Add(1)
 		go func() {
 			defer crdWG.Done()
-			crdErrs[i] = cp.InstallOperatorCRDs(ctx, op)
+			crdErrs[i] = sb.cp.InstallOperatorCRDs(ctx, op)
 		}()
 	}
 	crdWG.Wait()
-	unavailable := map[string]string{}
-	for i, op := range operators {
+	for i, op := range sb.operators {
 		if err := crdErrs[i]; err != nil {
-			unavailable[op] = "its CRDs could not be had: " + firstLine(err)
-			fmt.Fprintf(logFile, "operator %s CRDs: %v\n", op, err)
-			progress("%s operator unavailable (%s; details in the log file); skipping the examples that need it", op, unavailable[op])
+			sb.setUnavailable(op, "its CRDs could not be had: "+firstLine(err), "operator "+op+" CRDs", err)
 			continue
 		}
-		progress("%s operator CRDs installed", op)
+		sb.progress("%s operator CRDs installed", op)
 	}
-	if _, err := cp.StartControllers(compCtx); err != nil {
+	return nil
+}
+
+// startControllers starts the controllers of kube-controller-manager, the
+// namespace controller and the pod simulator.
+func (sb *sandbox) startControllers(ctx context.Context) error {
+	if _, err := sb.cp.StartControllers(ctx); err != nil {
 		return err
 	}
 	// kubectl delete ns must end as on a cluster, not stay Terminating.
-	if _, err := cp.StartNamespaceController(compCtx); err != nil {
+	if _, err := sb.cp.StartNamespaceController(ctx); err != nil {
 		return err
 	}
-	if _, err := cp.StartPodSimulator(compCtx, localcluster.PodSimulatorOptions{}); err != nil {
+	if _, err := sb.cp.StartPodSimulator(ctx, localcluster.PodSimulatorOptions{}); err != nil {
 		return err
 	}
-	progress("controllers and pod simulator running")
+	sb.progress("controllers and pod simulator running")
+	return nil
+}
 
+// createNodes creates the fake GPU nodes, spread over zones and racks.
+func (sb *sandbox) createNodes(ctx context.Context) error {
+	cfg := sb.cfg
 	topo := localcluster.Topology{Nodes: cfg.Nodes, Zones: cfg.Zones, NodesPerRack: 2, RacksPerBlock: 2}
-	if _, err := cp.CreateNodes(ctx, cfg.Nodes, localcluster.GPUNodes("gpu-node", cfg.GPUsPerNode, topo)); err != nil {
+	if _, err := sb.cp.CreateNodes(ctx, cfg.Nodes, localcluster.GPUNodes("gpu-node", cfg.GPUsPerNode, topo)); err != nil {
 		return err
 	}
-	progress("%d nodes × %d GPUs in %d zones", cfg.Nodes, cfg.GPUsPerNode, min(cfg.Zones, cfg.Nodes))
+	sb.progress("%d nodes × %d GPUs in %d zones", cfg.Nodes, cfg.GPUsPerNode, min(cfg.Zones, cfg.Nodes))
+	return nil
+}
 
-	if cfg.NoMuster {
-		sc, err := schedulerConfigFor(root, kubeconfig, true)
-		if err != nil {
+// startMuster runs muster-scheduler and the pod-grouper in this process.
+func (sb *sandbox) startMuster(ctx context.Context) error {
+	if err := startScheduler(ctx, sb.cp, sb.root); err != nil {
+		return fmt.Errorf("%s: %w", SchedulerName, err)
+	}
+	sb.progress("%s running (%s, plugin %s)", SchedulerName, schedulerConfig, gang.Name)
+	if err := startPodGrouper(ctx, sb.cp); err != nil {
+		return fmt.Errorf("pod-grouper: %w", err)
+	}
+	sb.progress("pod-grouper running")
+	return nil
+}
+
+// readyForOwnMuster readies the sandbox for a developer's own muster
+// builds (NoMuster): the scheduler configuration for theirs, and the
+// operators, so their builds meet real JobSets and LeaderWorkerSets. The
+// examples are theirs to apply; only their namespace is made.
+func (sb *sandbox) readyForOwnMuster(ctx context.Context) error {
+	sc, err := schedulerConfigFor(sb.root, sb.kubeconfig, true)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(sb.schedulerFile, sc, 0o600); err != nil {
+		return fmt.Errorf("scheduler configuration: %w", err)
+	}
+	sb.progress("no %s and no pod-grouper (--no-muster); scheduler configuration for yours: %s", SchedulerName, sb.schedulerFile)
+	for _, op := range sb.operators {
+		if err := sb.ensureOperator(ctx, op); err != nil {
 			return err
 		}
-		if err := os.WriteFile(schedulerFile, sc, 0o600); err != nil {
-			return fmt.Errorf("scheduler configuration: %w", err)
-		}
-		progress("no %s and no pod-grouper (--no-muster); scheduler configuration for yours: %s", SchedulerName, schedulerFile)
-	} else {
-		if err := startScheduler(compCtx, cp, root); err != nil {
-			return fmt.Errorf("%s: %w", SchedulerName, err)
-		}
-		progress("%s running (%s, plugin %s)", SchedulerName, schedulerConfig, gang.Name)
-		if err := startPodGrouper(compCtx, cp); err != nil {
-			return fmt.Errorf("pod-grouper: %w", err)
-		}
-		progress("pod-grouper running")
 	}
-
-	// Operators start when the first example that needs one comes, so the
-	// first example runs while the next operator still builds.
-	started := map[string]bool{}
-	ensureOperator := func(op string) error {
-		if op == "" || started[op] || unavailable[op] != "" {
-			return nil
-		}
-		if err := startOperator(ctx, cp, builds[op], progress); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			unavailable[op] = firstLine(err)
-			fmt.Fprintf(logFile, "operator %s: %v\n", op, err)
-			progress("%s operator unavailable (%s; details in the log file); skipping the examples that need it", op, unavailable[op])
-			return nil
-		}
-		started[op] = true
-		progress("%s operator running", op)
-		return nil
+	if len(sb.apply) > 0 {
+		return createNamespace(ctx, sb.cp, ExampleNamespace)
 	}
-
-	if cfg.NoMuster {
-		// The operators, so the developer's builds meet real JobSets and
-		// LeaderWorkerSets; the examples are theirs to apply.
-		for _, op := range operators {
-			if err := ensureOperator(op); err != nil {
-				return err
-			}
-		}
-		if len(exs) > 0 {
-			if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ExampleNamespace}}, metav1.CreateOptions{}); err != nil && !isAlreadyExists(err) {
-				return err
-			}
-		}
-		exs = nil
-	}
-
-	gpusLeft := int64(cfg.Nodes * cfg.GPUsPerNode)
-	for _, ex := range exs {
-		if err := ensureOperator(ex.Operator); err != nil {
-			return err
-		}
-		if ex.Operator != "" && unavailable[ex.Operator] != "" {
-			progress("example %s skipped: the %s operator is not running", ex.File, ex.Operator)
-			continue
-		}
-		needs, err := needsOf(ctx, cp, ex)
-		if err != nil {
-			return fmt.Errorf("example %s: %w", ex.File, err)
-		}
-		if ex.Expect == examples.ExpectScheduled {
-			// A gang that cannot fit never binds: skip it rather than wait.
-			if needs.gpus > gpusLeft || needs.gpusPerPod > int64(cfg.GPUsPerNode) {
-				progress("example %s skipped: needs %d GPUs, up to %d in one pod; the sandbox has %d GPUs left on nodes of %d",
-					ex.File, needs.gpus, needs.gpusPerPod, gpusLeft, cfg.GPUsPerNode)
-				continue
-			}
-			gpusLeft -= needs.gpus
-		}
-		if err := runExample(ctx, cp, ex, cfg.Stdout); err != nil {
-			return fmt.Errorf("example %s: %w", ex.File, err)
-		}
-		if ex.Expect == examples.ExpectUnschedulable {
-			progress("example %s: the scheduler said why it does not fit", ex.File)
-		} else {
-			progress("example %s scheduled", ex.File)
-		}
-	}
-
-	if !cfg.Keep {
-		// No "ready" line for a cluster that stops a moment later: a
-		// newcomer would try the kubeconfig and find nothing there.
-		progress("done; the sandbox stops now (run with --keep to keep it up and use it)")
-		return nil
-	}
-	progress("ready")
-	fmt.Fprintf(cfg.Stdout, "ready: kubeconfig=%s\n", kubeconfig)
-	fmt.Fprint(cfg.Stderr, nextSteps(cfg, kubeconfig, schedulerFile, all, started))
-	<-ctx.Done()
-	fmt.Fprintf(cfg.Stderr, "shutting down\n")
 	return nil
 }
 
@@ -364,114 +393,4 @@ func operatorsFor(exs []examples.Example) ([]string, error) {
 func isAlreadyExists(err error) bool {
 	var s interface{ Status() metav1.Status }
 	return errors.As(err, &s) && s.Status().Reason == metav1.StatusReasonAlreadyExists
-}
-
-// checkOverwrite refuses to replace (and at exit delete) a kubeconfig that
-// is not a sandbox's own, such as ~/.kube/config given by mistake.
-func checkOverwrite(path string) error {
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	kc, err := clientcmd.LoadFromFile(path)
-	if err != nil {
-		return fmt.Errorf("--kubeconfig %s exists and is not a kubeconfig (%v); choose another path", path, err)
-	}
-	for name := range kc.Contexts {
-		// Earlier sandboxes named the context after the harness.
-		if name != KubeconfigContext && name != localcluster.KubeconfigContext {
-			return fmt.Errorf("--kubeconfig %s exists and has context %q: not a sandbox kubeconfig, refusing to overwrite it; choose another path", path, name)
-		}
-	}
-	return nil
-}
-
-// writeKubeconfig writes the control plane's admin kubeconfig (from) to
-// path with its cluster, user and context named KubeconfigContext.
-func writeKubeconfig(from, path string) error {
-	kc, err := clientcmd.LoadFromFile(from)
-	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
-	}
-	cur := kc.Contexts[kc.CurrentContext]
-	if cur == nil {
-		return fmt.Errorf("kubeconfig %s: no current context", from)
-	}
-	out := clientcmdapi.NewConfig()
-	out.Clusters[KubeconfigContext] = kc.Clusters[cur.Cluster]
-	out.AuthInfos[KubeconfigContext] = kc.AuthInfos[cur.AuthInfo]
-	out.Contexts[KubeconfigContext] = &clientcmdapi.Context{Cluster: KubeconfigContext, AuthInfo: KubeconfigContext, Namespace: cur.Namespace}
-	out.CurrentContext = KubeconfigContext
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("kubeconfig dir: %w", err)
-	}
-	if err := clientcmd.WriteToFile(*out, path); err != nil {
-		return fmt.Errorf("write kubeconfig %s: %w", path, err)
-	}
-	return nil
-}
-
-// nextSteps is what to type next, printed once the sandbox is up: three
-// commands, run from the source tree as `make run` is, each with what it
-// shows.
-func nextSteps(cfg Config, kubeconfig, schedulerFile string, all []examples.Example, operators map[string]bool) string {
-	var head string
-	var steps [][2]string
-	if cfg.NoMuster {
-		head = fmt.Sprintf("up without %s and the pod-grouper (context %s); run your own builds against it, each in a terminal of its own:", SchedulerName, KubeconfigContext)
-		steps = append(steps,
-			[2]string{"go run ./cmd/muster-podgrouper --kubeconfig " + kubeconfig, "your pod-grouper"},
-			[2]string{"go run ./cmd/muster-scheduler --config " + schedulerFile, "your scheduler, on the shipped configuration"})
-		if ex, ns, ok := exampleToApply(cfg, all, operators); ok {
-			steps = append(steps, [2]string{fmt.Sprintf("kubectl --kubeconfig %s apply -n %s -f examples/%s", kubeconfig, ns, ex.File), "a workload for them"})
-		}
-	} else {
-		head = fmt.Sprintf("up (context %s); next:", KubeconfigContext)
-		steps = append(steps,
-			[2]string{"export KUBECONFIG=" + kubeconfig, "for kubectl and muster"},
-			[2]string{"go run ./cmd/muster get -A", "every workload: pods, GPUs, gangs"})
-		if ex, ok := exampleFile(all, examples.ExpectUnschedulable); ok {
-			steps = append(steps, [2]string{"go run ./cmd/muster fit -f examples/" + ex.File, "would it fit now, where, and if not, why"})
-		}
-	}
-	width := 0
-	for _, st := range steps {
-		width = max(width, len(st[0]))
-	}
-	var b strings.Builder
-	b.WriteString(head + "\n")
-	for _, st := range steps {
-		fmt.Fprintf(&b, "  %-*s  # %s\n", width, st[0], st[1])
-	}
-	b.WriteString("(Ctrl-C to stop)\n")
-	return b.String()
-}
-
-// exampleToApply picks the first example expected to schedule whose
-// operator runs (or that needs none), and its namespace.
-func exampleToApply(cfg Config, all []examples.Example, operators map[string]bool) (examples.Example, string, bool) {
-	for _, ex := range all {
-		if ex.Expect != examples.ExpectScheduled || (ex.Operator != "" && !operators[ex.Operator]) {
-			continue
-		}
-		ns := ex.Namespace
-		switch {
-		case ns != "":
-		case cfg.NoExamples:
-			ns = metav1.NamespaceDefault
-		default:
-			ns = ExampleNamespace
-		}
-		return ex, ns, true
-	}
-	return examples.Example{}, "", false
-}
-
-// exampleFile is the first example with the given expectation.
-func exampleFile(all []examples.Example, expect examples.Expect) (examples.Example, bool) {
-	for _, ex := range all {
-		if ex.Expect == expect {
-			return ex, true
-		}
-	}
-	return examples.Example{}, false
 }

@@ -1,0 +1,210 @@
+package localcluster
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Real operators run as child processes, each built from a small module of
+// its own under localcluster/operators/<name> (its own go.mod pins the operator and
+// the Kubernetes libraries it was released with; the project module could
+// not build them). CRDs and webhook manifests are read from the operator's
+// module in the module cache, so they always match the binary.
+//
+// What differs between operators is data, in operators/<name>/operator.yaml
+// beside that go.mod, so that adding an operator touches no Go code.
+type operatorSpec struct {
+	Module      string `json:"module"` // module path required by the go.mod beside it
+	MainPackage string `json:"mainPackage"`
+	CRDDir      string `json:"crdDir"` // CRD YAML directory inside the module
+	// Webhooks is the kubebuilder webhook manifest inside the module; empty
+	// for an operator that runs without webhooks, which is then ready once
+	// its health probe answers.
+	Webhooks  string `json:"webhooks,omitempty"`
+	ConfigAPI string `json:"configAPI,omitempty"` // apiVersion of the operator's Configuration file; empty: none
+	// PodLabel: the operator's pod webhooks only see pods carrying this
+	// label (the upstream kustomize patches add that objectSelector).
+	PodLabel string `json:"podLabel,omitempty"`
+	// Args is the command line, with placeholders for what only exists at
+	// run time (see operatorPlaceholders). Operators name these flags
+	// differently, and every one must turn off leader election, metrics and
+	// probes on fixed ports.
+	Args []string `json:"args"`
+}
+
+const operatorSpecFile = "operator.yaml"
+
+// operatorRun is what exists only once StartOperator runs the operator.
+type operatorRun struct {
+	kubeconfig string // the control plane's kubeconfig file
+	config     string // the Configuration file StartOperator writes; empty without configAPI
+	// probe is the health probe address: "0" for operators with webhooks,
+	// which are ready once their webhook server is.
+	probe string
+}
+
+// operatorPlaceholders are the {{name}}s operator.yaml's args may hold.
+var operatorPlaceholders = map[string]func(operatorRun) string{
+	"kubeconfig": func(r operatorRun) string { return r.kubeconfig },
+	"config":     func(r operatorRun) string { return r.config },
+	"probe":      func(r operatorRun) string { return r.probe },
+}
+
+var placeholderRE = regexp.MustCompile(`\{\{([^{}]*)\}\}`)
+
+// parseOperatorSpec decodes and checks an operator.yaml; file only names it
+// in errors.
+func parseOperatorSpec(file string, data []byte) (operatorSpec, error) {
+	var spec operatorSpec
+	if err := yaml.UnmarshalStrict(data, &spec); err != nil {
+		return spec, fmt.Errorf("%s: %w", file, err)
+	}
+	for _, f := range []struct{ field, value string }{
+		{"module", spec.Module}, {"mainPackage", spec.MainPackage}, {"crdDir", spec.CRDDir},
+	} {
+		if f.value == "" {
+			return spec, fmt.Errorf("%s: %s: required", file, f.field)
+		}
+	}
+	if len(spec.Args) == 0 {
+		return spec, fmt.Errorf("%s: args: required", file)
+	}
+	if spec.PodLabel != "" && spec.Webhooks == "" {
+		return spec, fmt.Errorf("%s: podLabel: only pod webhooks use it, and webhooks is empty", file)
+	}
+	if spec.Webhooks != "" && spec.ConfigAPI == "" {
+		// The Configuration file is where the webhook server learns its
+		// port and certificate.
+		return spec, fmt.Errorf("%s: webhooks: needs configAPI", file)
+	}
+	used := map[string]bool{}
+	for i, arg := range spec.Args {
+		for _, m := range placeholderRE.FindAllStringSubmatch(arg, -1) {
+			if _, ok := operatorPlaceholders[m[1]]; !ok {
+				return spec, fmt.Errorf("%s: args[%d]: unknown placeholder %s (have %s)", file, i, m[0], placeholderList())
+			}
+			used[m[1]] = true
+		}
+		if rest := placeholderRE.ReplaceAllString(arg, ""); strings.Contains(rest, "{{") || strings.Contains(rest, "}}") {
+			return spec, fmt.Errorf("%s: args[%d]: malformed placeholder in %q", file, i, arg)
+		}
+	}
+	switch {
+	case !used["kubeconfig"]:
+		// Without it the operator would find the caller's kubeconfig and
+		// act on a real cluster.
+		return spec, fmt.Errorf("%s: args: no {{kubeconfig}}", file)
+	case used["config"] && spec.ConfigAPI == "":
+		return spec, fmt.Errorf("%s: args: {{config}} needs configAPI", file)
+	case !used["config"] && spec.ConfigAPI != "":
+		// Otherwise the Configuration that turns off leader election and
+		// fixed ports would be written and never read.
+		return spec, fmt.Errorf("%s: args: configAPI is set but no arg passes {{config}}", file)
+	case !used["probe"] && spec.Webhooks == "" && spec.ConfigAPI == "":
+		// Nothing else would tell the operator the port it is waited on.
+		return spec, fmt.Errorf("%s: args: no {{probe}}, and without webhooks StartOperator waits on the probe", file)
+	}
+	return spec, nil
+}
+
+func placeholderList() string {
+	names := make([]string, 0, len(operatorPlaceholders))
+	for n := range operatorPlaceholders {
+		names = append(names, "{{"+n+"}}")
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// command returns the operator's args with their placeholders filled in
+// (parseOperatorSpec has checked that each is known).
+func (spec operatorSpec) command(run operatorRun) []string {
+	args := make([]string, len(spec.Args))
+	for i, arg := range spec.Args {
+		args[i] = placeholderRE.ReplaceAllStringFunc(arg, func(m string) string {
+			return operatorPlaceholders[m[2:len(m)-2]](run)
+		})
+	}
+	return args
+}
+
+// operatorsDir is localcluster/operators in the source tree this package
+// was built from.
+func operatorsDir() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok || !filepath.IsAbs(file) {
+		return "", errors.New("cannot locate localcluster/operators (built with -trimpath?)")
+	}
+	return filepath.Join(filepath.Dir(file), "operators"), nil
+}
+
+// operatorNames returns operatorsDir and the directories in it with an
+// operator.yaml.
+func operatorNames() (string, []string, error) {
+	dir, err := operatorsDir()
+	if err != nil {
+		return "", nil, err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, e.Name(), operatorSpecFile)); err == nil {
+			names = append(names, e.Name())
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return "", nil, err
+		}
+	}
+	return dir, names, nil // os.ReadDir sorts by name
+}
+
+// Operators lists the operators StartOperator can run. When they cannot be
+// listed (see operatorNames) it lists none, and StartOperator and the other
+// operator functions say why.
+func Operators() []string {
+	_, names, err := operatorNames()
+	if err != nil {
+		return nil
+	}
+	return names
+}
+
+// operator reads and checks the named operator's operator.yaml and returns
+// it with the operator's directory.
+func operator(name string) (operatorSpec, string, error) {
+	root, names, err := operatorNames()
+	if err != nil {
+		return operatorSpec{}, "", fmt.Errorf("operator %s: %w", name, err)
+	}
+	if !slices.Contains(names, name) {
+		return operatorSpec{}, "", fmt.Errorf("unknown operator %q (have %s)", name, strings.Join(names, ", "))
+	}
+	dir := filepath.Join(root, name)
+	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
+		return operatorSpec{}, "", fmt.Errorf("operator %s: %w", name, err)
+	}
+	file := filepath.Join(dir, operatorSpecFile)
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return operatorSpec{}, "", fmt.Errorf("operator %s: %w", name, err)
+	}
+	spec, err := parseOperatorSpec(file, data)
+	if err != nil {
+		return operatorSpec{}, "", fmt.Errorf("operator %s: %w", name, err)
+	}
+	return spec, dir, nil
+}
