@@ -47,13 +47,22 @@ push:
 	$(MAKE) image
 	$(GO) run ./hack/image/cmd/muster-image push -layout $(BIN)/image/oci '$(REGISTRY)/muster:$(TAG)'
 
-## test: unit, catalog and integration tests (the command CI runs)
+## test: every test: unit, catalog, CLI, the integration tests on the
+## in-process control plane and the real operators (the command CI runs)
 test:
 	$(GO) test $(TESTFLAGS) -ldflags '$(K8S_LDFLAGS)' ./...
 
-## unit: the tests that need no control plane
+## unit: the fast tier: every test of the packages that link no control
+## plane (hack/unit-packages.sh), with -short (which also leaves out the
+## corpus-heavy catalog checks and the CRD drift check)
 unit:
-	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v -e /test/ -e /localcluster)
+	$(GO) test -short $(TESTFLAGS) -ldflags '$(K8S_LDFLAGS)' $$(hack/unit-packages.sh)
+
+## operators: build the real operators the tests and the sandbox run (cached
+## in ~/.cache/muster-operators; a no-op when warm)
+.PHONY: operators
+operators:
+	$(GO) run ./hack/operators
 
 lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

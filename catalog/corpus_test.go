@@ -135,6 +135,9 @@ var corpusExamples = map[string]map[string]exampleWant{
 // TestCorpusExamples decodes every upstream example of the frameworks above
 // and checks what the catalog finds in it against the hand-derived values.
 func TestCorpusExamples(t *testing.T) {
+	if testing.Short() {
+		t.Skip("evaluates every upstream example of the corpus; not in -short")
+	}
 	corpus := corpusDir(t)
 	if corpus == "" {
 		t.Skip("../shared/corpus is not present")
@@ -232,6 +235,9 @@ var coreTypes = map[schema.GroupKind]reflect.Type{
 // CRD, or the Go type for core kinds) and pod-level paths against the Pod
 // type, and reports each field the schema does not have.
 func TestDefinitionPathsInSchema(t *testing.T) {
+	if testing.Short() {
+		t.Skip("checks every path of every definition against the corpus CRDs; not in -short")
+	}
 	corpus := corpusDir(t)
 	if corpus == "" {
 		t.Skip("../shared/corpus is not present")

@@ -45,6 +45,9 @@ var refusedVersions = map[string]string{
 // definition reads v1alpha2 objects: the fields it reads are the same in
 // both), or refuses with a VersionError naming a field (refusedVersions).
 func TestServedVersionsOfCorpusCRDs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads every corpus CRD; not in -short")
+	}
 	corpus := corpusDir(t)
 	if corpus == "" {
 		t.Skip("../shared/corpus is not present")

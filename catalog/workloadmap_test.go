@@ -132,6 +132,9 @@ func statusNames(s []kartav1alpha1.ResourceStatus) []string {
 // extracts the workload with both: a snapshot of a real operator never
 // makes the engine fail.
 func TestWorkloadMapReplay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays every recorded operator snapshot of the corpus; not in -short")
+	}
 	dir := workloadMapDir(t)
 	upstream := upstreamDefinitions(t, dir)
 	recs := readRecordings(t, dir)

@@ -6,7 +6,7 @@
 //
 //	sandbox.muster.io/description  one line printed above its describe view
 //	sandbox.muster.io/operator     the operator that must run for it (a name
-//	                               the sandbox can start: localcluster.Operators())
+//	                               the sandbox can start: operators.Names() of localcluster/operators)
 //	sandbox.muster.io/expect       "scheduled" (default): wait until every
 //	                               pod is bound; "unschedulable": wait until
 //	                               the scheduler has said why it is not

@@ -24,7 +24,8 @@
 // The real operators (see localcluster/operators/) run as child processes,
 // each built from the module in localcluster/operators/<name> and described
 // by the operator.yaml beside it (module, CRDs, webhooks, command line): see
-// Operators, InstallOperatorCRDs, BuildOperator and StartOperator.
+// InstallOperatorCRDs and StartOperator, with the operators package
+// (localcluster/operators: Names, Build) that describes and builds them.
 //
 // Fault tests: with Options.Restartable, RestartAPIServer stops the
 // kube-apiserver and starts a new one on the same etcd; clients reach it

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/muster-io/muster/localcluster/operators"
 	"k8s.io/client-go/util/cert"
 )
 
@@ -65,15 +66,15 @@ func StartOperator(ctx context.Context, cp *ControlPlane, name string) (*Operato
 	if err := cp.live(); err != nil {
 		return nil, err
 	}
-	spec, _, err := operator(name)
+	spec, _, err := operators.Get(name)
 	if err != nil {
 		return nil, err
 	}
-	bin, err := BuildOperator(ctx, name)
+	bin, err := operators.Build(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	modDir, err := OperatorModuleDir(ctx, name)
+	modDir, err := operators.ModuleDir(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +96,7 @@ func StartOperator(ctx context.Context, cp *ControlPlane, name string) (*Operato
 	if err != nil {
 		return nil, err
 	}
-	args := spec.command(operatorRun{kubeconfig: cp.KubeconfigPath, config: configPath, probe: probe})
+	args := spec.Command(operators.Run{Kubeconfig: cp.KubeconfigPath, Config: configPath, Probe: probe})
 	o, err := startOperatorProcess(cp, name, bin, args, filepath.Join(dir, name+".log"))
 	if err != nil {
 		return nil, err
@@ -127,7 +128,7 @@ func StartOperator(ctx context.Context, cp *ControlPlane, name string) (*Operato
 // no leader election, no metrics, the health probe on probe, and, with
 // webhooks, the webhook server on 127.0.0.1:port with a self-signed
 // certificate, whose chain it returns as the webhooks' CA bundle.
-func writeOperatorConfig(dir, name string, spec operatorSpec, port int, probe string) (configPath string, caBundle []byte, err error) {
+func writeOperatorConfig(dir, name string, spec operators.Spec, port int, probe string) (configPath string, caBundle []byte, err error) {
 	if spec.ConfigAPI == "" {
 		return "", nil, nil
 	}

@@ -118,6 +118,9 @@ func TestAPIProxyRoutes(t *testing.T) {
 // restart read what was stored before it and write after it, and an
 // informer started before it sees objects created after it.
 func TestRestartAPIServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane; not in -short")
+	}
 	ctx := context.Background()
 	if err := (&ControlPlane{}).RestartAPIServer(ctx, 0); err == nil {
 		t.Error("RestartAPIServer of a control plane started without Restartable: no error")

@@ -16,6 +16,9 @@ const stopBound = 30 * time.Second
 // A client's open watch (a user's `kubectl get -w` on the sandbox) neither
 // holds Stop for the apiserver's request timeout nor outlives it.
 func TestStopEndsOpenWatches(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane; not in -short")
+	}
 	cp, err := Start(Options{})
 	if err != nil {
 		t.Fatal(err)

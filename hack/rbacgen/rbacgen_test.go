@@ -246,6 +246,9 @@ func TestKindsMergeVersions(t *testing.T) {
 // real CRDs of the frameworks (../shared/corpus), for every catalog kind
 // whose CRD is there.
 func TestPluralsMatchCorpusCRDs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads every corpus CRD; not in -short")
+	}
 	corpus := filepath.Join(repoRoot, "..", "shared", "corpus")
 	if _, err := os.Stat(corpus); err != nil {
 		t.Skipf("corpus not present at %s", corpus)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/muster-io/muster/localcluster"
+	"github.com/muster-io/muster/localcluster/operators"
 )
 
 // The real JobSet and LeaderWorkerSet operators run as child processes
@@ -23,7 +24,7 @@ var operatorCRDErr = map[string]error{}
 func init() {
 	registerSetup("operator CRDs", func(ctx context.Context, cp *localcluster.ControlPlane) error {
 		// A missing CRD fails the operator's tests, not the whole binary.
-		for _, name := range localcluster.Operators() {
+		for _, name := range operators.Names() {
 			operatorCRDErr[name] = cp.InstallOperatorCRDs(ctx, name)
 		}
 		return nil

@@ -19,6 +19,7 @@ import (
 	podgrouperapp "github.com/muster-io/muster/cmd/muster-podgrouper/app"
 	schedulerapp "github.com/muster-io/muster/cmd/muster-scheduler/app"
 	"github.com/muster-io/muster/localcluster"
+	"github.com/muster-io/muster/localcluster/operators"
 )
 
 // The sandbox runs what muster ships, read from the source tree it is built
@@ -202,7 +203,7 @@ type operatorBuild struct {
 const slowBuild = 2 * time.Second
 
 // buildOperators builds the named operators at the same time, while the
-// sandbox goes on; localcluster.BuildOperator caches the binaries
+// sandbox goes on; operators.Build caches the binaries
 // (os.UserCacheDir()/muster-operators) and locks each one on its own, so
 // only a first run pays, and it pays for the slowest operator, not the sum.
 // Builds stop when ctx ends; wait waits for every builder.
@@ -221,7 +222,7 @@ func buildOperators(ctx context.Context, names []string, progress func(string, .
 				b.slow.Store(true)
 				progress("building the %s operator (first run only, 2–5 min; operators build in parallel)…", b.name)
 			})
-			_, b.err = localcluster.BuildOperator(ctx, b.name)
+			_, b.err = operators.Build(ctx, b.name)
 			timer.Stop()
 			b.took = time.Since(began)
 		}()

@@ -24,6 +24,7 @@ import (
 
 	"github.com/muster-io/muster/examples"
 	"github.com/muster-io/muster/localcluster"
+	"github.com/muster-io/muster/localcluster/operators"
 	"github.com/muster-io/muster/plugins/gang"
 )
 
@@ -372,7 +373,7 @@ func (sb *sandbox) readyForOwnMuster(ctx context.Context) error {
 // operatorsFor lists the operators the examples name, once each in order of
 // first use, and refuses names the harness cannot run.
 func operatorsFor(exs []examples.Example) ([]string, error) {
-	known := localcluster.Operators()
+	known := operators.Names()
 	seen := map[string]bool{}
 	var out []string
 	for _, ex := range exs {

@@ -1,4 +1,4 @@
-package localcluster
+package operators
 
 import (
 	"bytes"
@@ -34,8 +34,8 @@ func goCmd(ctx context.Context, dir string, args ...string) ([]byte, error) {
 
 // OperatorModuleDir returns the operator's module directory in the module
 // cache, downloading it if needed.
-func OperatorModuleDir(ctx context.Context, name string) (string, error) {
-	spec, dir, err := operator(name)
+func ModuleDir(ctx context.Context, name string) (string, error) {
+	spec, dir, err := Get(name)
 	if err != nil {
 		return "", err
 	}
@@ -53,28 +53,6 @@ func OperatorModuleDir(ctx context.Context, name string) (string, error) {
 	return m.Dir, nil
 }
 
-// InstallOperatorCRDs installs the CRDs the operator's module ships.
-func (cp *ControlPlane) InstallOperatorCRDs(ctx context.Context, name string) error {
-	spec, _, err := operator(name)
-	if err != nil {
-		return err
-	}
-	modDir, err := OperatorModuleDir(ctx, name)
-	if err != nil {
-		return err
-	}
-	files, err := filepath.Glob(filepath.Join(modDir, spec.CRDDir, "*.yaml"))
-	if err != nil || len(files) == 0 {
-		return fmt.Errorf("operator %s: no CRDs in %s (%v)", name, filepath.Join(modDir, spec.CRDDir), err)
-	}
-	for _, f := range files {
-		if err := cp.InstallCRDFile(ctx, f); err != nil {
-			return fmt.Errorf("operator %s: %w", name, err)
-		}
-	}
-	return nil
-}
-
 // buildLocks serializes builds of one cached binary (one lock per path), so
 // that two operators build at the same time while two callers of the same
 // operator build it once.
@@ -87,8 +65,8 @@ var buildLocks sync.Map // cache path → *sync.Mutex
 // parallel. operator.yaml is left out of
 // the key so that editing the command line keeps the binary; a new
 // mainPackage at the same module version needs the cache entry removed.
-func BuildOperator(ctx context.Context, name string) (string, error) {
-	spec, dir, err := operator(name)
+func Build(ctx context.Context, name string) (string, error) {
+	spec, dir, err := Get(name)
 	if err != nil {
 		return "", err
 	}

@@ -1,4 +1,8 @@
-package localcluster
+// Package operators describes and builds the real operators the in-process
+// cluster runs as child processes, without the control plane: a CI step can
+// build them before the tests (hack/operators) at the cost of the operators
+// alone.
+package operators
 
 import (
 	"errors"
@@ -22,7 +26,7 @@ import (
 //
 // What differs between operators is data, in operators/<name>/operator.yaml
 // beside that go.mod, so that adding an operator touches no Go code.
-type operatorSpec struct {
+type Spec struct {
 	Module      string `json:"module"` // module path required by the go.mod beside it
 	MainPackage string `json:"mainPackage"`
 	CRDDir      string `json:"crdDir"` // CRD YAML directory inside the module
@@ -35,36 +39,36 @@ type operatorSpec struct {
 	// label (the upstream kustomize patches add that objectSelector).
 	PodLabel string `json:"podLabel,omitempty"`
 	// Args is the command line, with placeholders for what only exists at
-	// run time (see operatorPlaceholders). Operators name these flags
+	// run time (see placeholders). Operators name these flags
 	// differently, and every one must turn off leader election, metrics and
 	// probes on fixed ports.
 	Args []string `json:"args"`
 }
 
-const operatorSpecFile = "operator.yaml"
+const specFile = "operator.yaml"
 
-// operatorRun is what exists only once StartOperator runs the operator.
-type operatorRun struct {
-	kubeconfig string // the control plane's kubeconfig file
-	config     string // the Configuration file StartOperator writes; empty without configAPI
+// Run is what exists only once StartOperator runs the operator.
+type Run struct {
+	Kubeconfig string // the control plane's kubeconfig file
+	Config     string // the Configuration file StartOperator writes; empty without configAPI
 	// probe is the health probe address: "0" for operators with webhooks,
 	// which are ready once their webhook server is.
-	probe string
+	Probe string
 }
 
-// operatorPlaceholders are the {{name}}s operator.yaml's args may hold.
-var operatorPlaceholders = map[string]func(operatorRun) string{
-	"kubeconfig": func(r operatorRun) string { return r.kubeconfig },
-	"config":     func(r operatorRun) string { return r.config },
-	"probe":      func(r operatorRun) string { return r.probe },
+// placeholders are the {{name}}s operator.yaml's args may hold.
+var placeholders = map[string]func(Run) string{
+	"kubeconfig": func(r Run) string { return r.Kubeconfig },
+	"config":     func(r Run) string { return r.Config },
+	"probe":      func(r Run) string { return r.Probe },
 }
 
 var placeholderRE = regexp.MustCompile(`\{\{([^{}]*)\}\}`)
 
-// parseOperatorSpec decodes and checks an operator.yaml; file only names it
+// Parse decodes and checks an operator.yaml; file only names it
 // in errors.
-func parseOperatorSpec(file string, data []byte) (operatorSpec, error) {
-	var spec operatorSpec
+func Parse(file string, data []byte) (Spec, error) {
+	var spec Spec
 	if err := yaml.UnmarshalStrict(data, &spec); err != nil {
 		return spec, fmt.Errorf("%s: %w", file, err)
 	}
@@ -89,7 +93,7 @@ func parseOperatorSpec(file string, data []byte) (operatorSpec, error) {
 	used := map[string]bool{}
 	for i, arg := range spec.Args {
 		for _, m := range placeholderRE.FindAllStringSubmatch(arg, -1) {
-			if _, ok := operatorPlaceholders[m[1]]; !ok {
+			if _, ok := placeholders[m[1]]; !ok {
 				return spec, fmt.Errorf("%s: args[%d]: unknown placeholder %s (have %s)", file, i, m[0], placeholderList())
 			}
 			used[m[1]] = true
@@ -117,8 +121,8 @@ func parseOperatorSpec(file string, data []byte) (operatorSpec, error) {
 }
 
 func placeholderList() string {
-	names := make([]string, 0, len(operatorPlaceholders))
-	for n := range operatorPlaceholders {
+	names := make([]string, 0, len(placeholders))
+	for n := range placeholders {
 		names = append(names, "{{"+n+"}}")
 	}
 	sort.Strings(names)
@@ -126,31 +130,31 @@ func placeholderList() string {
 }
 
 // command returns the operator's args with their placeholders filled in
-// (parseOperatorSpec has checked that each is known).
-func (spec operatorSpec) command(run operatorRun) []string {
+// (Parse has checked that each is known).
+func (spec Spec) Command(run Run) []string {
 	args := make([]string, len(spec.Args))
 	for i, arg := range spec.Args {
 		args[i] = placeholderRE.ReplaceAllStringFunc(arg, func(m string) string {
-			return operatorPlaceholders[m[2:len(m)-2]](run)
+			return placeholders[m[2:len(m)-2]](run)
 		})
 	}
 	return args
 }
 
-// operatorsDir is localcluster/operators in the source tree this package
-// was built from.
-func operatorsDir() (string, error) {
+// dir is localcluster/operators in the source tree this package was
+// built from: the operator modules are its subdirectories.
+func dir() (string, error) {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok || !filepath.IsAbs(file) {
 		return "", errors.New("cannot locate localcluster/operators (built with -trimpath?)")
 	}
-	return filepath.Join(filepath.Dir(file), "operators"), nil
+	return filepath.Dir(file), nil
 }
 
-// operatorNames returns operatorsDir and the directories in it with an
+// names returns dir and the directories in it with an
 // operator.yaml.
-func operatorNames() (string, []string, error) {
-	dir, err := operatorsDir()
+func names() (string, []string, error) {
+	dir, err := dir()
 	if err != nil {
 		return "", nil, err
 	}
@@ -163,7 +167,7 @@ func operatorNames() (string, []string, error) {
 		if !e.IsDir() {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(dir, e.Name(), operatorSpecFile)); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, e.Name(), specFile)); err == nil {
 			names = append(names, e.Name())
 		} else if !errors.Is(err, os.ErrNotExist) {
 			return "", nil, err
@@ -173,10 +177,10 @@ func operatorNames() (string, []string, error) {
 }
 
 // Operators lists the operators StartOperator can run. When they cannot be
-// listed (see operatorNames) it lists none, and StartOperator and the other
+// listed (see names) it lists none, and StartOperator and the other
 // operator functions say why.
-func Operators() []string {
-	_, names, err := operatorNames()
+func Names() []string {
+	_, names, err := names()
 	if err != nil {
 		return nil
 	}
@@ -185,26 +189,26 @@ func Operators() []string {
 
 // operator reads and checks the named operator's operator.yaml and returns
 // it with the operator's directory.
-func operator(name string) (operatorSpec, string, error) {
-	root, names, err := operatorNames()
+func Get(name string) (Spec, string, error) {
+	root, names, err := names()
 	if err != nil {
-		return operatorSpec{}, "", fmt.Errorf("operator %s: %w", name, err)
+		return Spec{}, "", fmt.Errorf("operator %s: %w", name, err)
 	}
 	if !slices.Contains(names, name) {
-		return operatorSpec{}, "", fmt.Errorf("unknown operator %q (have %s)", name, strings.Join(names, ", "))
+		return Spec{}, "", fmt.Errorf("unknown operator %q (have %s)", name, strings.Join(names, ", "))
 	}
 	dir := filepath.Join(root, name)
 	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
-		return operatorSpec{}, "", fmt.Errorf("operator %s: %w", name, err)
+		return Spec{}, "", fmt.Errorf("operator %s: %w", name, err)
 	}
-	file := filepath.Join(dir, operatorSpecFile)
+	file := filepath.Join(dir, specFile)
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return operatorSpec{}, "", fmt.Errorf("operator %s: %w", name, err)
+		return Spec{}, "", fmt.Errorf("operator %s: %w", name, err)
 	}
-	spec, err := parseOperatorSpec(file, data)
+	spec, err := Parse(file, data)
 	if err != nil {
-		return operatorSpec{}, "", fmt.Errorf("operator %s: %w", name, err)
+		return Spec{}, "", fmt.Errorf("operator %s: %w", name, err)
 	}
 	return spec, dir, nil
 }

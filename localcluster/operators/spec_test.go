@@ -1,4 +1,4 @@
-package localcluster
+package operators
 
 import (
 	"os"
@@ -15,7 +15,7 @@ func TestParseOperatorSpec(t *testing.T) {
 	const head = "module: example.com/op\nmainPackage: example.com/op/cmd\ncrdDir: config/crd\n"
 	const hooks = "webhooks: config/webhook.yaml\nconfigAPI: config.example.com/v1\npodLabel: example.com/name\n"
 	const args = "args:\n- --kubeconfig={{kubeconfig}}\n- --config={{config}}\n- --probe={{probe}}\n"
-	run := operatorRun{kubeconfig: "/tmp/kc", config: "/tmp/cfg.yaml", probe: "127.0.0.1:9"}
+	run := Run{Kubeconfig: "/tmp/kc", Config: "/tmp/cfg.yaml", Probe: "127.0.0.1:9"}
 	for _, tc := range []struct {
 		name string
 		yaml string
@@ -58,7 +58,7 @@ func TestParseOperatorSpec(t *testing.T) {
 		{name: "podLabel without webhooks", yaml: head + "podLabel: example.com/name\nargs: ['--kubeconfig={{kubeconfig}}', '--probe={{probe}}']\n", err: "podLabel: only pod webhooks use it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			spec, err := parseOperatorSpec(file, []byte(tc.yaml))
+			spec, err := Parse(file, []byte(tc.yaml))
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), file+": ") || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("error %v, want one naming %s and %q", err, file, tc.err)
@@ -69,7 +69,7 @@ func TestParseOperatorSpec(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := spec.command(run); !slices.Equal(got, tc.want) {
+			if got := spec.Command(run); !slices.Equal(got, tc.want) {
 				t.Errorf("command %q, want %q", got, tc.want)
 			}
 		})
@@ -80,7 +80,7 @@ func TestParseOperatorSpec(t *testing.T) {
 // operator module has one (or Operators would silently leave it out) and
 // each decodes and validates.
 func TestShippedOperators(t *testing.T) {
-	dir, err := operatorsDir()
+	dir, err := dir()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,12 +94,12 @@ func TestShippedOperators(t *testing.T) {
 			modules = append(modules, e.Name())
 		}
 	}
-	names := Operators()
+	names := Names()
 	if len(names) == 0 || !slices.Equal(names, modules) {
-		t.Fatalf("Operators() = %v, want the operator modules %v", names, modules)
+		t.Fatalf("Names() = %v, want the operator modules %v", names, modules)
 	}
 	for _, name := range names {
-		spec, opDir, err := operator(name)
+		spec, opDir, err := Get(name)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
@@ -107,13 +107,13 @@ func TestShippedOperators(t *testing.T) {
 		if opDir != filepath.Join(dir, name) {
 			t.Errorf("%s: directory %s, want %s", name, opDir, filepath.Join(dir, name))
 		}
-		for _, arg := range spec.command(operatorRun{kubeconfig: "K", config: "C", probe: "P"}) {
+		for _, arg := range spec.Command(Run{Kubeconfig: "K", Config: "C", Probe: "P"}) {
 			if strings.Contains(arg, "{{") {
 				t.Errorf("%s: placeholder left in %q", name, arg)
 			}
 		}
 	}
-	if _, _, err := operator("no-such-operator"); err == nil || !strings.Contains(err.Error(), strings.Join(names, ", ")) {
+	if _, _, err := Get("no-such-operator"); err == nil || !strings.Contains(err.Error(), strings.Join(names, ", ")) {
 		t.Errorf("unknown operator: error %v, want one listing %v", err, names)
 	}
 }
