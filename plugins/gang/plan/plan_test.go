@@ -98,17 +98,19 @@ func perNode(a map[types.UID]string) string {
 	return strings.Join(parts, ",")
 }
 
+// computeCase is one Compute request and what it must give.
+type computeCase struct {
+	name      string
+	req       Request
+	want      string // perNode of the assignments
+	wantErr   string // substring of the message
+	wantRelax bool
+	wantDom   string
+}
+
 func TestCompute(t *testing.T) {
-	zone := func(z string) map[string]string { return map[string]string{"zone": z} }
 	tainted := []v1.Taint{{Key: "dedicated", Value: "x", Effect: v1.TaintEffectNoSchedule}}
-	tests := []struct {
-		name      string
-		req       Request
-		want      string // perNode of the assignments
-		wantErr   string // substring of the message
-		wantRelax bool
-		wantDom   string
-	}{
+	runCompute(t, []computeCase{
 		{
 			name: "12 one-GPU members fill three 4-GPU nodes",
 			req: Request{MinMember: 12, Pending: pods("p", 12, 1), Nodes: []fwk.NodeInfo{
@@ -165,6 +167,12 @@ func TestCompute(t *testing.T) {
 			}},
 			want: "n2=1,n3=1",
 		},
+	})
+}
+
+func TestComputeTopology(t *testing.T) {
+	zone := func(z string) map[string]string { return map[string]string{"zone": z} }
+	runCompute(t, []computeCase{
 		{
 			name: "topology required: all members in one zone, the largest first",
 			req: Request{MinMember: 4, Topology: Topology{Key: "zone", Required: true}, Pending: pods("p", 4, 2), Nodes: []fwk.NodeInfo{
@@ -211,7 +219,11 @@ func TestCompute(t *testing.T) {
 			}},
 			wantErr: "no node carries the label rack",
 		},
-	}
+	})
+}
+
+func runCompute(t *testing.T, tests []computeCase) {
+	t.Helper()
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Compute(context.Background(), tc.req)
