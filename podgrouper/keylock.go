@@ -9,7 +9,7 @@ import "sync"
 // a lock between unrelated keys, held across an API round trip; with its
 // default of one lock per CPU, a 2-core pod-grouper catching up with 64
 // workers spent 300–550 ms of a gang's first 400–640 ms reconcile waiting
-// for another gang's create (BENCHMARKS.md, "Issue 18 — session 12").
+// for another gang's create (scenario 3b of BENCHMARKS.md, at 00531f6).
 //
 // Entries live while the key is held or awaited, so memory is bounded by
 // the number of workers, not by the number of PodGroups.

@@ -395,9 +395,8 @@ func goParallel(_ context.Context, pieces int, fn func(int)) {
 	wg.Wait()
 }
 
-// BenchmarkPlan is the cost of one whole-gang plan (issue 18 keeps the
-// 5000-node row in BENCHMARKS.md): a 64-member gang of 1-GPU pods on empty
-// 8-GPU nodes, with and without a required zone.
+// BenchmarkPlan is the cost of one whole-gang plan: a 64-member gang of
+// 1-GPU pods on empty 8-GPU nodes, with and without a required zone.
 func BenchmarkPlan(b *testing.B) {
 	members := pods("p", 64, 1)
 	for _, n := range []int{1000, 5000} {
