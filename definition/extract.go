@@ -14,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/muster-io/muster/definition/jq"
 )
 
 // view is what the definition finds in one root object, in the internal
@@ -51,7 +53,7 @@ func (vc *viewComp) instance(id string) (int, bool) {
 // See the package documentation ("Instances and counts") for how counts
 // are read: totals, as Workload Map reads them, and absent components.
 func (c *Compiled) Extract(ctx context.Context, obj *unstructured.Unstructured) (*Workload, error) {
-	v, err := c.extract(ctx, toJQ(obj.Object))
+	v, err := c.extract(ctx, jq.Value(obj.Object))
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +80,7 @@ func (c *Compiled) Extract(ctx context.Context, obj *unstructured.Unstructured) 
 	return w, nil
 }
 
-// extract evaluates the component paths on root (already in gojq form).
+// extract evaluates the component paths on root (already in jq.Value form).
 func (c *Compiled) extract(ctx context.Context, root any) (*view, error) {
 	v := &view{comps: make([]viewComp, len(c.comps))}
 	for _, ci := range c.order {
@@ -324,7 +326,7 @@ func (c *Compiled) perInstance(ctx context.Context, e *expr, root any, n int) ([
 }
 
 // templates returns the pod template of each of n instances as an
-// unstructured map, in gojq value form.
+// unstructured map, in jq.Value form.
 func (c *Compiled) templates(ctx context.Context, comp *component, root any, n int) ([]map[string]any, error) {
 	s := &comp.spec
 	out := make([]map[string]any, n)
@@ -338,7 +340,7 @@ func (c *Compiled) templates(ctx context.Context, comp *component, root any, n i
 			}
 			return nil, c.evalErr(e, errors.New("yields null: the pod template is not there; check the path against an object of this kind"))
 		}
-		return nil, c.evalErr(e, fmt.Errorf("yields a %s, want an object", typeName(x)))
+		return nil, c.evalErr(e, fmt.Errorf("yields a %s, want an object", jq.TypeName(x)))
 	}
 	switch {
 	case s.podTemplateSpec != nil:
@@ -424,7 +426,7 @@ func (c *Compiled) fragmented(ctx context.Context, f *fragExprs, root any, n int
 		if x == nil {
 			return nil, nil
 		}
-		if got := typeName(x); got != want {
+		if got := jq.TypeName(x); got != want {
 			return nil, c.evalErr(p.e, fmt.Errorf("yields a %s, want a %s", got, want))
 		}
 		return x, nil
@@ -461,7 +463,7 @@ func (c *Compiled) fragmented(ctx context.Context, f *fragExprs, root any, n int
 		}
 		first, ok := containers[0].(map[string]any)
 		if !ok {
-			return nil, c.evalErr(parts["containers"].e, fmt.Errorf("the first container is a %s, want an object", typeName(containers[0])))
+			return nil, c.evalErr(parts["containers"].e, fmt.Errorf("the first container is a %s, want an object", jq.TypeName(containers[0])))
 		}
 		first = maps.Clone(first) // never write into the object's own maps
 		if x, err := wantType("resources", j, "object"); err != nil {
@@ -523,13 +525,13 @@ func scalarString(x any) (string, error) {
 	case nil:
 		return "", errors.New("got null")
 	case string, int, float64, *big.Int, bool:
-		s := render(x)
+		s := jq.Render(x)
 		if s == "" {
 			return "", errors.New("got an empty string")
 		}
 		return s, nil
 	}
-	return "", fmt.Errorf("got a %s", typeName(x))
+	return "", fmt.Errorf("got a %s", jq.TypeName(x))
 }
 
 // toCount reads a replica count: an integer, a whole float or a numeric
@@ -570,7 +572,7 @@ func toCount(x any) (int32, bool, error) {
 		}
 		n = i
 	default:
-		return 0, false, fmt.Errorf("replica count is a %s, want a number", typeName(x))
+		return 0, false, fmt.Errorf("replica count is a %s, want a number", jq.TypeName(x))
 	}
 	if n < 0 {
 		return 0, false, fmt.Errorf("replica count %d is negative", n)
