@@ -83,7 +83,7 @@ run:
 BENCH_OUT ?= $(CURDIR)/benchmarks
 bench: build
 	@mkdir -p $(BENCH_OUT)
-	set -o pipefail; { $(GO) test -run '^$$' -bench 'GangForPod|EvaluateBombs|PodBytes' -benchmem -count 3 ./definition/ ./internal/podtrim/ && \
+	set -o pipefail; { $(GO) test -run '^$$' -bench 'GangForPod|EvaluateBombs|PodBytes' -benchmem -count 3 ./definition/ ./definition/jq/ ./internal/podtrim/ && \
 	  $(GO) test -run '^$$' -bench 'VictimSearch|BuildNoVictims' -benchtime 10x -benchmem -ldflags '$(K8S_LDFLAGS)' ./plugins/gang/... && \
 	  MUSTER_BENCH_OUT=$(BENCH_OUT) MUSTER_BENCH_BIN=$(abspath $(BIN)) $(GO) test -timeout 120m -run '^$$' \
 	    -bench '^(BenchmarkSchedulerThroughput|BenchmarkSchedulerBound|BenchmarkContention|BenchmarkPodGrouperRates|BenchmarkPodGrouperCatchUp|BenchmarkHostileKarta|BenchmarkMemory|BenchmarkPreemption)$$' \
@@ -99,7 +99,7 @@ bench-smoke:
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 30s ./definition
 	$(GO) test -run '^$$' -fuzz 'FuzzEvaluate$$' -fuzztime 30s ./definition
-	$(GO) test -run '^$$' -fuzz FuzzEvaluateGrowth -fuzztime 30s ./definition
+	$(GO) test -run '^$$' -fuzz FuzzEvaluateGrowth -fuzztime 30s ./definition/jq
 
 ## catalog-docs: render catalog/README.md from the definitions' summary annotations
 catalog-docs:

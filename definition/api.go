@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
+	"github.com/muster-io/muster/definition/jq"
 )
 
 // DefaultGPUResourceNames are the extended resources counted as GPUs unless
@@ -33,7 +34,7 @@ var (
 	ErrNotWritable = errors.New("path cannot be written")
 	// ErrTimeout: an evaluation did not end within Options.Timeout. Unlike
 	// the step and byte budgets it depends on the machine's load.
-	ErrTimeout = errors.New("did not finish within")
+	ErrTimeout = jq.ErrTimeout
 )
 
 // Workload is what a definition finds in one root object.
@@ -168,10 +169,15 @@ type Compiled struct {
 	topoRequired, topoPreferred *expr
 
 	// podNeeds is what the pod-side expressions can read of a pod.
-	podNeeds *podNeeds
+	podNeeds *jq.Reads
 
 	cache   planCache
 	lastPod atomic.Pointer[podMemo]
+
+	// onEval, when set, is called with every expression eval runs through
+	// jq (not those it reads as a constant path): the benchmarks record
+	// what one call evaluates. Nil outside them.
+	onEval func(*expr)
 }
 
 // Definition returns the definition compiled.

@@ -2,12 +2,10 @@ package definition
 
 import (
 	"fmt"
-	"slices"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/itchyny/gojq"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -88,42 +86,30 @@ func BenchmarkGangForPod(b *testing.B) {
 	}
 }
 
-// podEvaluations makes c's pod-side expressions take the general path (gojq
+// podEvaluations makes c's pod-side expressions take the general path (jq
 // runs every evaluation; no plain path is walked by hand, no pod field read
 // directly) and returns, per pod, the expressions one MatchPod + GangForPod
 // evaluates, once per evaluation. Replaying those with recompile before each
 // call is the work of an engine that parses and compiles every expression
 // it runs.
 func podEvaluations(b *testing.B, c *Compiled, root *unstructured.Unstructured, pods []*corev1.Pod) [][]*expr {
-	var all, ran []*expr
+	var ran []*expr
 	seen := map[*expr]bool{}
 	for _, e := range c.podExprs() {
 		if e == nil || seen[e] {
 			continue
 		}
 		seen[e] = true
-		all = append(all, e)
 		e.simple, e.pod = false, podFieldNone
-		// The guarded expression as compileJQ builds it, behind _ran: _ran
-		// passes its input through, so the results are unchanged; it only
-		// notes that the expression ran.
-		q, err := gojq.Parse(e.src)
-		if err == nil {
-			q, err = rewrite(q)
-		}
-		if err != nil {
-			b.Fatal(err)
-		}
-		noted := &gojq.Query{Op: gojq.OpPipe, Right: q,
-			Left: &gojq.Query{Term: &gojq.Term{Type: gojq.TermTypeFunc, Func: &gojq.Func{Name: "_ran"}}}}
-		opts := append(slices.Clip(compilerOptions), gojq.WithFunction("_ran", 0, 0, func(v any, _ []any) any {
+	}
+	// onEval notes each pod-side expression as it runs; the results are
+	// unchanged.
+	c.onEval = func(e *expr) {
+		if seen[e] {
 			ran = append(ran, e)
-			return v
-		}))
-		if e.code, err = gojq.Compile(noted, opts...); err != nil {
-			b.Fatal(err)
 		}
 	}
+	defer func() { c.onEval = nil }()
 	perPod := make([][]*expr, len(pods))
 	for i, pod := range pods {
 		ran = nil
@@ -135,7 +121,6 @@ func podEvaluations(b *testing.B, c *Compiled, root *unstructured.Unstructured, 
 		}
 		perPod[i] = ran
 	}
-	recompile(b, all)
 	return perPod
 }
 

@@ -3,14 +3,13 @@ package definition
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
-	"github.com/itchyny/gojq"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
+	"github.com/muster-io/muster/definition/jq"
 )
 
 // Defaults of Options. The timeout guards against runaway expressions; it
@@ -102,9 +101,9 @@ func Validate(k *kartav1alpha1.Karta) field.ErrorList {
 type builder struct {
 	c    *Compiled
 	errs field.ErrorList
-	// refVars are the variables of the declared references ($name), which
-	// every root-side expression may read.
-	refVars map[string]bool
+	// refVars are the names of the declared references (read as $name),
+	// which every root-side expression may read.
+	refVars []string
 }
 
 func (b *builder) add(errs ...*field.Error) { b.errs = append(b.errs, errs...) }
@@ -151,52 +150,36 @@ func compileJQ(fp *field.Path, src string) (*expr, *field.Error) {
 	return compileJQVars(fp, src, nil)
 }
 
-// compileJQVars compiles src with the reference variables vars in scope
-// (rewriteRefs).
-func compileJQVars(fp *field.Path, src string, vars map[string]bool) (*expr, *field.Error) {
-	if fe := checkExprBounds(fp, src); fe != nil {
-		return nil, fe
-	}
-	q, err := gojq.Parse(src)
+// compileJQVars compiles src with the reference variables vars (names
+// without $) in scope.
+func compileJQVars(fp *field.Path, src string, vars []string) (*expr, *field.Error) {
+	code, err := jq.Compile(src, vars)
 	if err != nil {
-		var pe *gojq.ParseError
-		if errors.As(err, &pe) {
-			return nil, field.Invalid(fp, src, fmt.Sprintf("not a valid jq expression: %v at offset %d", err, pe.Offset))
-		}
-		return nil, field.Invalid(fp, src, "not a valid jq expression: "+err.Error())
+		return nil, compileError(fp, src, err)
 	}
-	if why := checkQuery(q); why != "" {
-		return nil, field.Invalid(fp, src, why)
-	}
-	// The guards go into a second parse, so that e.query stays the
-	// expression as written (write-back and the simple-path fast lane read
-	// it).
-	guarded, err := gojq.Parse(src)
-	if err == nil {
-		guarded, err = rewrite(guarded)
-	}
-	if err != nil {
-		return nil, field.Invalid(fp, src, "jq expression cannot be guarded: "+err.Error())
-	}
-	reads := false
-	if err == nil {
-		reads, err = rewriteRefs(guarded, vars)
-		if err != nil {
-			return nil, field.Invalid(fp, src, err.Error())
-		}
-	}
-	code, err := gojq.Compile(guarded, compilerOptions...)
-	if err != nil {
-		msg := "jq expression does not compile: " + err.Error()
-		if strings.Contains(err.Error(), "variable not defined") {
-			msg += "; a definition reads another object through a reference declared in the annotation " + AnnotationReferences + " (not in pod-side paths)"
-		}
-		return nil, field.Invalid(fp, src, msg)
-	}
-	e := &expr{field: fp.String(), src: src, query: q, code: code, refs: reads}
-	e.keys, e.simple = constPath(q)
+	e := &expr{field: fp.String(), src: src, code: code}
+	e.keys, e.simple = code.ConstPath()
 	e.pod = podFieldOf(e.keys, e.simple)
 	return e, nil
+}
+
+// compileError is the field error of an expression the sandbox refuses,
+// in the words of a definition: an oversized expression is quoted only in
+// part, and a variable refers to the references.
+func compileError(fp *field.Path, src string, err error) *field.Error {
+	var le *jq.LimitError
+	var re *jq.RebindError
+	switch {
+	case errors.As(err, &le) && le.Depth == 0:
+		return field.TooLong(fp, shorten(src, maxValueInMessage), MaxExpressionBytes)
+	case errors.As(err, &le):
+		return field.Invalid(fp, shorten(src, maxValueInMessage), err.Error())
+	case errors.As(err, &re):
+		return field.Invalid(fp, src, fmt.Sprintf("%s is the variable of a reference (%s); bind another name", re.Name, AnnotationReferences))
+	case errors.Is(err, jq.ErrUndefinedVariable):
+		return field.Invalid(fp, src, err.Error()+"; a definition reads another object through a reference declared in the annotation "+AnnotationReferences+" (not in pod-side paths)")
+	}
+	return field.Invalid(fp, src, err.Error())
 }
 
 // writeKind is what write-back sets.
@@ -233,27 +216,16 @@ func newWriteTarget(e *expr, fieldName string, needBase bool, suffix ...any) wri
 		return writeTarget{field: fieldName, err: fmt.Errorf("%w: the definition has no %s", ErrNotWritable, fieldName)}
 	}
 	t := writeTarget{field: e.field, suffix: suffix, needBase: needBase}
-	if why := simplePathReason(e.query); why != "" {
+	if why := e.code.SimplePathReason(); why != "" {
 		t.err = fmt.Errorf("%w: %s %q uses %s; write-back needs a simple path such as .spec.template", ErrNotWritable, e.field, e.src, why)
 		return t
 	}
-	// The path runs the guarded expression: select's condition may hold
-	// any expression, and its growth constructs are budgeted here too.
-	guarded, err := gojq.Parse(e.src)
-	if err == nil {
-		guarded, err = rewrite(guarded)
-	}
+	code, err := e.code.PathExpr()
 	if err != nil {
 		t.err = fmt.Errorf("%w: %s %q: %v", ErrNotWritable, e.field, e.src, err)
 		return t
 	}
-	pq := &gojq.Query{Term: &gojq.Term{Type: gojq.TermTypeFunc, Func: &gojq.Func{Name: "path", Args: []*gojq.Query{guarded}}}}
-	code, err := gojq.Compile(pq, compilerOptions...)
-	if err != nil {
-		t.err = fmt.Errorf("%w: %s %q: %v", ErrNotWritable, e.field, e.src, err)
-		return t
-	}
-	t.path = &expr{field: e.field, src: "path(" + e.src + ")", query: pq, code: code}
+	t.path = &expr{field: e.field, src: code.String(), code: code}
 	return t
 }
 

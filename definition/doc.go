@@ -14,7 +14,7 @@
 //
 // A definition is code written by whoever may create a Karta, so every
 // evaluation is bounded in time and memory, whatever the expression does
-// (see jqbudget.go for the mechanism):
+// (see package jq, the sandbox every expression runs in, for the mechanism):
 //
 //   - Size: an expression is at most MaxExpressionBytes long and
 //     MaxExpressionNesting deep; a definition has at most MaxComponents

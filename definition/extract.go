@@ -14,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/muster-io/muster/definition/jq"
 )
 
 // view is what the definition finds in one root object, in the internal
@@ -51,7 +53,7 @@ func (vc *viewComp) instance(id string) (int, bool) {
 // See the package documentation ("Instances and counts") for how counts
 // are read: totals, as Workload Map reads them, and absent components.
 func (c *Compiled) Extract(ctx context.Context, obj *unstructured.Unstructured) (*Workload, error) {
-	v, err := c.extract(ctx, toJQ(obj.Object))
+	v, err := c.extract(ctx, jq.Value(obj.Object))
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +80,7 @@ func (c *Compiled) Extract(ctx context.Context, obj *unstructured.Unstructured) 
 	return w, nil
 }
 
-// extract evaluates the component paths on root (already in gojq form).
+// extract evaluates the component paths on root (already in jq.Value form).
 func (c *Compiled) extract(ctx context.Context, root any) (*view, error) {
 	v := &view{comps: make([]viewComp, len(c.comps))}
 	for _, ci := range c.order {
@@ -90,111 +92,21 @@ func (c *Compiled) extract(ctx context.Context, root any) (*view, error) {
 	return v, nil
 }
 
+// extractComponent fills v's entry of component ci, whose parent's entry
+// is filled already: instances, their parents, counts, pods and templates.
 func (c *Compiled) extractComponent(ctx context.Context, root any, v *view, ci int) error {
 	comp := c.comps[ci]
 	vc := &v.comps[ci]
-	fail := func(e *expr, instance string, err error) error {
-		var ee *EvalError
-		if errors.As(err, &ee) {
-			ee.Component, ee.Instance = comp.name, instance
-			return ee
-		}
-		ee = c.evalErr(e, err)
-		ee.Component, ee.Instance = comp.name, instance
-		return ee
+	if err := c.instanceIDs(ctx, comp, root, vc); err != nil {
+		return err
 	}
-
-	// Instances.
-	vc.ids = []string{""}
-	if comp.instanceID != nil {
-		vals, err := c.eval(ctx, comp.instanceID, root)
-		if err != nil {
-			return fail(comp.instanceID, "", err)
-		}
-		vc.ids = make([]string, 0, len(vals))
-		seen := make(map[string]bool, len(vals))
-		for _, x := range vals {
-			id, err := scalarString(x)
-			if err != nil {
-				return fail(comp.instanceID, "", fmt.Errorf("instance ids must be non-empty strings or numbers: %w", err))
-			}
-			if seen[id] {
-				return fail(comp.instanceID, id, errors.New("instance id appears twice"))
-			}
-			seen[id] = true
-			vc.ids = append(vc.ids, id)
-		}
+	if err := c.parentInstances(comp, v, vc); err != nil {
+		return err
 	}
 	n := len(vc.ids)
-
-	// Parent instances: the one with the same id, else the only one.
-	vc.parent = make([]int, n)
-	if comp.parent >= 0 {
-		pv := &v.comps[comp.parent]
-		if len(pv.ids) == 0 {
-			// The parent is absent from this object, and so is its subtree.
-			vc.ids, vc.parent = nil, nil
-			n = 0
-		}
-		for j, id := range vc.ids {
-			p, ok := pv.instance(id)
-			if !ok {
-				return &EvalError{Field: comp.fp.Child("ownerRef").String(), Expression: c.comps[comp.parent].name, Component: comp.name, Instance: id,
-					Err: fmt.Errorf("parent component %q has %d instances and none has id %q; a child instance belongs to the parent instance with its id, or to the parent's only instance", c.comps[comp.parent].name, len(pv.ids), id)}
-			}
-			vc.parent[j] = p
-		}
-	} else {
-		for j := range vc.parent {
-			vc.parent[j] = -1
-		}
-	}
-
-	// Replica counts.
-	vc.replicas = make([]int32, n)
-	countSet := make([]bool, n)
-	vc.min = make([]*int32, n)
-	vc.max = make([]*int32, n)
-	counts := []struct {
-		e   *expr
-		set func(j int, x int32, ok bool)
-	}{
-		{comp.replicas, func(j int, x int32, ok bool) {
-			vc.replicas[j] = 1
-			if ok {
-				vc.replicas[j] = x
-				countSet[j] = true
-			}
-		}},
-		{comp.minReplicas, func(j int, x int32, ok bool) {
-			if ok {
-				vc.min[j] = &x
-			}
-		}},
-		{comp.maxReplicas, func(j int, x int32, ok bool) {
-			if ok {
-				vc.max[j] = &x
-			}
-		}},
-	}
-	for _, cnt := range counts {
-		if cnt.e == nil {
-			for j := range n {
-				cnt.set(j, 0, false)
-			}
-			continue
-		}
-		vals, err := c.perInstance(ctx, cnt.e, root, n)
-		if err != nil {
-			return fail(cnt.e, "", err)
-		}
-		for j, x := range vals {
-			k, ok, err := toCount(x)
-			if err != nil {
-				return fail(cnt.e, vc.ids[j], err)
-			}
-			cnt.set(j, k, ok)
-		}
+	countSet, err := c.replicaCounts(ctx, comp, root, vc)
+	if err != nil {
+		return err
 	}
 
 	// Pods: a count is the component's own total in the whole workload, as
@@ -209,6 +121,122 @@ func (c *Compiled) extractComponent(ctx context.Context, root any, v *view, ci i
 	if !comp.hasPods {
 		return nil
 	}
+	return c.podTemplates(ctx, comp, root, vc, countSet)
+}
+
+// componentErr is err, from e on comp (and instance, when about one), as
+// an *EvalError naming the component.
+func (c *Compiled) componentErr(comp *component, e *expr, instance string, err error) error {
+	var ee *EvalError
+	if errors.As(err, &ee) {
+		ee.Component, ee.Instance = comp.name, instance
+		return ee
+	}
+	ee = c.evalErr(e, err)
+	ee.Component, ee.Instance = comp.name, instance
+	return ee
+}
+
+// instanceIDs reads the instances of comp: one per value of its
+// instanceIdPath, or the only one, with ID "".
+func (c *Compiled) instanceIDs(ctx context.Context, comp *component, root any, vc *viewComp) error {
+	vc.ids = []string{""}
+	if comp.instanceID == nil {
+		return nil
+	}
+	vals, err := c.eval(ctx, comp.instanceID, root)
+	if err != nil {
+		return c.componentErr(comp, comp.instanceID, "", err)
+	}
+	vc.ids = make([]string, 0, len(vals))
+	seen := make(map[string]bool, len(vals))
+	for _, x := range vals {
+		id, err := scalarString(x)
+		if err != nil {
+			return c.componentErr(comp, comp.instanceID, "", fmt.Errorf("instance ids must be non-empty strings or numbers: %w", err))
+		}
+		if seen[id] {
+			return c.componentErr(comp, comp.instanceID, id, errors.New("instance id appears twice"))
+		}
+		seen[id] = true
+		vc.ids = append(vc.ids, id)
+	}
+	return nil
+}
+
+// parentInstances finds each instance's parent instance: the one with the
+// same id, else the only one. A component whose parent is absent is absent
+// too.
+func (c *Compiled) parentInstances(comp *component, v *view, vc *viewComp) error {
+	vc.parent = make([]int, len(vc.ids))
+	if comp.parent < 0 {
+		for j := range vc.parent {
+			vc.parent[j] = -1
+		}
+		return nil
+	}
+	pv := &v.comps[comp.parent]
+	if len(pv.ids) == 0 {
+		// The parent is absent from this object, and so is its subtree.
+		vc.ids, vc.parent = nil, nil
+	}
+	for j, id := range vc.ids {
+		p, ok := pv.instance(id)
+		if !ok {
+			return &EvalError{Field: comp.fp.Child("ownerRef").String(), Expression: c.comps[comp.parent].name, Component: comp.name, Instance: id,
+				Err: fmt.Errorf("parent component %q has %d instances and none has id %q; a child instance belongs to the parent instance with its id, or to the parent's only instance", c.comps[comp.parent].name, len(pv.ids), id)}
+		}
+		vc.parent[j] = p
+	}
+	return nil
+}
+
+// replicaCounts reads the replicas (1 without a path), minReplicas and
+// maxReplicas of each instance. countSet tells the instances whose
+// replicasPath found a count.
+func (c *Compiled) replicaCounts(ctx context.Context, comp *component, root any, vc *viewComp) (countSet []bool, err error) {
+	n := len(vc.ids)
+	vc.replicas = make([]int32, n)
+	countSet = make([]bool, n)
+	vc.min = make([]*int32, n)
+	vc.max = make([]*int32, n)
+	for j := range vc.replicas {
+		vc.replicas[j] = 1
+	}
+	for _, e := range []*expr{comp.replicas, comp.minReplicas, comp.maxReplicas} {
+		if e == nil {
+			continue
+		}
+		vals, err := c.perInstance(ctx, e, root, n)
+		if err != nil {
+			return nil, c.componentErr(comp, e, "", err)
+		}
+		for j, x := range vals {
+			k, ok, err := toCount(x)
+			if err != nil {
+				return nil, c.componentErr(comp, e, vc.ids[j], err)
+			}
+			if !ok {
+				continue
+			}
+			switch e {
+			case comp.replicas:
+				vc.replicas[j], countSet[j] = k, true
+			case comp.minReplicas:
+				vc.min[j] = &k
+			default:
+				vc.max[j] = &k
+			}
+		}
+	}
+	return countSet, nil
+}
+
+// podTemplates reads the pod template of each instance of comp and drops
+// the instances without one: the template path yields null or nothing, or
+// no fragment path nor the count finds anything.
+func (c *Compiled) podTemplates(ctx context.Context, comp *component, root any, vc *viewComp, countSet []bool) error {
+	n := len(vc.ids)
 	tpls, err := c.templates(ctx, comp, root, n)
 	if err != nil {
 		var ee *EvalError
@@ -324,7 +352,7 @@ func (c *Compiled) perInstance(ctx context.Context, e *expr, root any, n int) ([
 }
 
 // templates returns the pod template of each of n instances as an
-// unstructured map, in gojq value form.
+// unstructured map, in jq.Value form.
 func (c *Compiled) templates(ctx context.Context, comp *component, root any, n int) ([]map[string]any, error) {
 	s := &comp.spec
 	out := make([]map[string]any, n)
@@ -338,7 +366,7 @@ func (c *Compiled) templates(ctx context.Context, comp *component, root any, n i
 			}
 			return nil, c.evalErr(e, errors.New("yields null: the pod template is not there; check the path against an object of this kind"))
 		}
-		return nil, c.evalErr(e, fmt.Errorf("yields a %s, want an object", typeName(x)))
+		return nil, c.evalErr(e, fmt.Errorf("yields a %s, want an object", jq.TypeName(x)))
 	}
 	switch {
 	case s.podTemplateSpec != nil:
@@ -392,17 +420,29 @@ func (c *Compiled) templates(ctx context.Context, comp *component, root any, n i
 // one container named "main". resourcesPath and imagePath apply to the first
 // container.
 func (c *Compiled) fragmented(ctx context.Context, f *fragExprs, root any, n int) ([]map[string]any, error) {
-	get := func(e *expr) ([]any, error) {
-		if e == nil {
-			return make([]any, n), nil
+	parts, err := c.fragParts(ctx, f, root, n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]map[string]any, n)
+	for j := range n {
+		if out[j], err = c.fragTemplate(parts, j); err != nil {
+			return nil, err
 		}
-		return c.perInstance(ctx, e, root, n)
 	}
-	type part struct {
-		e    *expr
-		vals []any
-	}
-	parts := map[string]*part{}
+	return out, nil
+}
+
+// fragPart is one path of a fragmented definition and its value per
+// instance (nil without the path).
+type fragPart struct {
+	e    *expr
+	vals []any
+}
+
+// fragParts evaluates every path of f, by the name of the field it fills.
+func (c *Compiled) fragParts(ctx context.Context, f *fragExprs, root any, n int) (map[string]*fragPart, error) {
+	parts := map[string]*fragPart{}
 	for _, p := range []struct {
 		name string
 		e    *expr
@@ -412,108 +452,121 @@ func (c *Compiled) fragmented(ctx context.Context, f *fragExprs, root any, n int
 		{"resourceClaims", f.resourceClaims}, {"nodeAffinity", f.nodeAffinity}, {"podAffinity", f.podAffinity},
 		{"labels", f.labels}, {"annotations", f.annotations},
 	} {
-		vals, err := get(p.e)
-		if err != nil {
-			return nil, err
+		vals := make([]any, n)
+		if p.e != nil {
+			var err error
+			if vals, err = c.perInstance(ctx, p.e, root, n); err != nil {
+				return nil, err
+			}
 		}
-		parts[p.name] = &part{p.e, vals}
+		parts[p.name] = &fragPart{p.e, vals}
 	}
-	wantType := func(name string, j int, want string) (any, error) {
-		p := parts[name]
-		x := p.vals[j]
-		if x == nil {
-			return nil, nil
-		}
-		if got := typeName(x); got != want {
-			return nil, c.evalErr(p.e, fmt.Errorf("yields a %s, want a %s", got, want))
-		}
-		return x, nil
+	return parts, nil
+}
+
+// fragValue is the value of part name for instance j: nil when there is
+// none, else one of jq type want.
+func (c *Compiled) fragValue(parts map[string]*fragPart, name string, j int, want string) (any, error) {
+	p := parts[name]
+	x := p.vals[j]
+	if x == nil {
+		return nil, nil
 	}
-	out := make([]map[string]any, n)
-	for j := range n {
-		absent := true
-		for _, p := range parts {
-			absent = absent && p.vals[j] == nil
-		}
-		spec := map[string]any{}
-		md := map[string]any{}
-		var containers []any
-		if x, err := wantType("containers", j, "array"); err != nil {
+	if got := jq.TypeName(x); got != want {
+		return nil, c.evalErr(p.e, fmt.Errorf("yields a %s, want a %s", got, want))
+	}
+	return x, nil
+}
+
+// fragTemplate builds the pod template of instance j from the parts.
+func (c *Compiled) fragTemplate(parts map[string]*fragPart, j int) (map[string]any, error) {
+	absent := true
+	for _, p := range parts {
+		absent = absent && p.vals[j] == nil
+	}
+	spec := map[string]any{}
+	md := map[string]any{}
+	containers, err := c.fragContainers(parts, j)
+	if err != nil {
+		return nil, err
+	}
+	spec["containers"] = containers
+	for _, f := range []struct{ name, want string }{
+		{"schedulerName", "string"}, {"priorityClassName", "string"}, {"resourceClaims", "array"},
+	} {
+		if x, err := c.fragValue(parts, f.name, j, f.want); err != nil {
 			return nil, err
 		} else if x != nil {
-			containers = append(containers, x.([]any)...)
-		}
-		if x, err := wantType("container", j, "object"); err != nil {
-			return nil, err
-		} else if x != nil {
-			main := x.(map[string]any)
-			rest := containers[:0:0]
-			for _, o := range containers {
-				if om, ok := o.(map[string]any); ok && om["name"] != nil && om["name"] == main["name"] {
-					continue
-				}
-				rest = append(rest, o)
-			}
-			containers = append([]any{main}, rest...)
-		}
-		if len(containers) == 0 {
-			containers = []any{map[string]any{"name": "main"}}
-		}
-		first, ok := containers[0].(map[string]any)
-		if !ok {
-			return nil, c.evalErr(parts["containers"].e, fmt.Errorf("the first container is a %s, want an object", typeName(containers[0])))
-		}
-		first = maps.Clone(first) // never write into the object's own maps
-		if x, err := wantType("resources", j, "object"); err != nil {
-			return nil, err
-		} else if x != nil {
-			first["resources"] = x
-		}
-		if x, err := wantType("image", j, "string"); err != nil {
-			return nil, err
-		} else if x != nil {
-			first["image"] = x
-		}
-		containers[0] = first
-		spec["containers"] = containers
-		for _, name := range []string{"schedulerName", "priorityClassName"} {
-			if x, err := wantType(name, j, "string"); err != nil {
-				return nil, err
-			} else if x != nil {
-				spec[name] = x
-			}
-		}
-		if x, err := wantType("resourceClaims", j, "array"); err != nil {
-			return nil, err
-		} else if x != nil {
-			spec["resourceClaims"] = x
-		}
-		aff := map[string]any{}
-		for _, name := range []string{"nodeAffinity", "podAffinity"} {
-			if x, err := wantType(name, j, "object"); err != nil {
-				return nil, err
-			} else if x != nil {
-				aff[name] = x
-			}
-		}
-		if len(aff) > 0 {
-			spec["affinity"] = aff
-		}
-		for _, name := range []string{"labels", "annotations"} {
-			if x, err := wantType(name, j, "object"); err != nil {
-				return nil, err
-			} else if x != nil {
-				md[name] = x
-			}
-		}
-		out[j] = map[string]any{"metadata": md, "spec": spec}
-		if absent {
-			// Marks a template built from defaults only; the caller
-			// decides with the count whether the component is there.
-			out[j]["absent"] = true
+			spec[f.name] = x
 		}
 	}
-	return out, nil
+	aff := map[string]any{}
+	for _, name := range []string{"nodeAffinity", "podAffinity"} {
+		if x, err := c.fragValue(parts, name, j, "object"); err != nil {
+			return nil, err
+		} else if x != nil {
+			aff[name] = x
+		}
+	}
+	if len(aff) > 0 {
+		spec["affinity"] = aff
+	}
+	for _, name := range []string{"labels", "annotations"} {
+		if x, err := c.fragValue(parts, name, j, "object"); err != nil {
+			return nil, err
+		} else if x != nil {
+			md[name] = x
+		}
+	}
+	t := map[string]any{"metadata": md, "spec": spec}
+	if absent {
+		// Marks a template built from defaults only; the caller
+		// decides with the count whether the component is there.
+		t["absent"] = true
+	}
+	return t, nil
+}
+
+// fragContainers is the container list of instance j: the listed
+// containers with the main one first, and the resources and image on the
+// first.
+func (c *Compiled) fragContainers(parts map[string]*fragPart, j int) ([]any, error) {
+	var containers []any
+	if x, err := c.fragValue(parts, "containers", j, "array"); err != nil {
+		return nil, err
+	} else if x != nil {
+		containers = append(containers, x.([]any)...)
+	}
+	if x, err := c.fragValue(parts, "container", j, "object"); err != nil {
+		return nil, err
+	} else if x != nil {
+		main := x.(map[string]any)
+		rest := containers[:0:0]
+		for _, o := range containers {
+			if om, ok := o.(map[string]any); ok && om["name"] != nil && om["name"] == main["name"] {
+				continue
+			}
+			rest = append(rest, o)
+		}
+		containers = append([]any{main}, rest...)
+	}
+	if len(containers) == 0 {
+		containers = []any{map[string]any{"name": "main"}}
+	}
+	first, ok := containers[0].(map[string]any)
+	if !ok {
+		return nil, c.evalErr(parts["containers"].e, fmt.Errorf("the first container is a %s, want an object", jq.TypeName(containers[0])))
+	}
+	first = maps.Clone(first) // never write into the object's own maps
+	for _, f := range []struct{ name, want string }{{"resources", "object"}, {"image", "string"}} {
+		if x, err := c.fragValue(parts, f.name, j, f.want); err != nil {
+			return nil, err
+		} else if x != nil {
+			first[f.name] = x
+		}
+	}
+	containers[0] = first
+	return containers, nil
 }
 
 // scalarString renders an instance id, group key or selector value: a
@@ -523,13 +576,13 @@ func scalarString(x any) (string, error) {
 	case nil:
 		return "", errors.New("got null")
 	case string, int, float64, *big.Int, bool:
-		s := render(x)
+		s := jq.Render(x)
 		if s == "" {
 			return "", errors.New("got an empty string")
 		}
 		return s, nil
 	}
-	return "", fmt.Errorf("got a %s", typeName(x))
+	return "", fmt.Errorf("got a %s", jq.TypeName(x))
 }
 
 // toCount reads a replica count: an integer, a whole float or a numeric
@@ -570,7 +623,7 @@ func toCount(x any) (int32, bool, error) {
 		}
 		n = i
 	default:
-		return 0, false, fmt.Errorf("replica count is a %s, want a number", typeName(x))
+		return 0, false, fmt.Errorf("replica count is a %s, want a number", jq.TypeName(x))
 	}
 	if n < 0 {
 		return 0, false, fmt.Errorf("replica count %d is negative", n)

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/muster-io/muster/api"
+	"github.com/muster-io/muster/definition/jq"
 )
 
 // rootPlan is what the gang definitions yield on one root object. It is
@@ -178,7 +179,7 @@ func (c *Compiled) buildPlan(ctx context.Context, root *unstructured.Unstructure
 	if p.off || len(gangs) == 0 {
 		return p, nil
 	}
-	in := toJQ(root.Object)
+	in := jq.Value(root.Object)
 	if err := c.topologyFromPaths(ctx, in, p); err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
+	"github.com/muster-io/muster/definition/jq"
 )
 
 // Limits on what a definition may contain. A definition is code written by
@@ -19,11 +20,16 @@ import (
 // schema enforces the same numbers where the apiserver can (maxLength,
 // maxItems), and muster validate and the pod-grouper check them all.
 const (
-	// MaxExpressionBytes bounds one jq expression.
-	MaxExpressionBytes = 4096
+	// MaxExpressionBytes bounds one jq expression (the sandbox's bound).
+	MaxExpressionBytes = jq.MaxExpressionBytes
 	// MaxExpressionNesting bounds how deeply parentheses, brackets, braces
 	// and string interpolations nest inside one expression.
-	MaxExpressionNesting = 64
+	MaxExpressionNesting = jq.MaxExpressionNesting
+	// MaxEvalSteps bounds the jq instructions of one evaluation.
+	MaxEvalSteps = jq.MaxEvalSteps
+	// MaxEvalBytes bounds what the growth constructs of one evaluation may
+	// build, in bytes.
+	MaxEvalBytes = jq.MaxEvalBytes
 	// MaxDefinitionBytes bounds one definition document as decoded. It is
 	// above what etcd keeps (1.5 MiB less the object's overhead is the
 	// apiserver's limit, and a file may be bigger) only so far that an
@@ -43,71 +49,6 @@ const (
 	// refusing it says so where a PodGroup of that size would wait forever.
 	MaxCount = 100_000
 )
-
-// checkExprBounds reports why src may not be handed to gojq, or nil.
-func checkExprBounds(fp *field.Path, src string) *field.Error {
-	if len(src) > MaxExpressionBytes {
-		return field.TooLong(fp, shorten(src, maxValueInMessage), MaxExpressionBytes)
-	}
-	if d := nesting(src); d > MaxExpressionNesting {
-		return field.Invalid(fp, shorten(src, maxValueInMessage), fmt.Sprintf("nests %d levels deep (parentheses, brackets, braces, interpolations); at most %d are allowed", d, MaxExpressionNesting))
-	}
-	return nil
-}
-
-// nesting returns the deepest nesting of (), [], {} and string
-// interpolations \( ) in a jq expression, skipping the text of string
-// literals and comments. It does not validate the expression (the parser
-// does that next); it only has to be an upper bound of the parser's depth.
-func nesting(src string) int {
-	depth, deepest := 0, 0
-	// inString[i] is true when nesting level i was opened by an
-	// interpolation, so its closing parenthesis returns into a string.
-	var interp []bool
-	inStr := false
-	for i := 0; i < len(src); i++ {
-		c := src[i]
-		if inStr {
-			switch c {
-			case '\\':
-				if i+1 < len(src) && src[i+1] == '(' {
-					i++
-					inStr = false
-					depth++
-					interp = append(interp, true)
-					deepest = max(deepest, depth)
-					continue
-				}
-				i++ // skip the escaped character
-			case '"':
-				inStr = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inStr = true
-		case '#':
-			for i < len(src) && src[i] != '\n' {
-				i++
-			}
-		case '(', '[', '{':
-			depth++
-			interp = append(interp, false)
-			deepest = max(deepest, depth)
-		case ')', ']', '}':
-			if depth > 0 {
-				depth--
-				back := interp[len(interp)-1]
-				interp = interp[:len(interp)-1]
-				if back && c == ')' {
-					inStr = true
-				}
-			}
-		}
-	}
-	return deepest
-}
 
 // maxValueInMessage is how much of an oversized value a message repeats.
 const maxValueInMessage = 64

@@ -7,28 +7,6 @@ import (
 	"testing"
 )
 
-func TestNesting(t *testing.T) {
-	tests := []struct {
-		src  string
-		want int
-	}{
-		{".spec.replicas", 0},
-		{"(.a // 1) * ((.b // 1) - 1)", 2},
-		{`.metadata.labels["a/b"]`, 1},
-		{`"(((" + .a`, 0},   // parentheses inside a string do not count
-		{`"\(.a)"`, 1},      // an interpolation opens a level
-		{`"\("\(.a)")"`, 2}, // and nests
-		{`"x\\" + (.a)`, 1}, // an escaped backslash ends nothing
-		{"# ((((\n.a", 0},   // comments are skipped
-		{strings.Repeat("[", 70) + strings.Repeat("]", 70), 70},
-	}
-	for _, tc := range tests {
-		if got := nesting(tc.src); got != tc.want {
-			t.Errorf("nesting(%q) = %d, want %d", tc.src, got, tc.want)
-		}
-	}
-}
-
 // TestLimits: every input that could make gojq's recursive parser or
 // compiler overflow the stack, or make validation do unbounded work, is
 // refused with one message naming the field and the limit.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/muster-io/muster/definition/jq"
 )
 
 // MatchPod says which component, instance and replica pod belongs to.
@@ -49,22 +51,6 @@ type podMemo struct {
 	built   bool
 	ci      int
 	match   PodMatch
-}
-
-func toJQInPlace(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		for k, x := range v {
-			v[k] = toJQInPlace(x)
-		}
-		return v
-	case []any:
-		for i, x := range v {
-			v[i] = toJQInPlace(x)
-		}
-		return v
-	}
-	return toJQ(v)
 }
 
 // matchPod returns the component index and the match.
@@ -153,12 +139,12 @@ func (c *Compiled) typeHolds(ctx context.Context, comp *component, pod *corev1.P
 	}
 	for _, x := range vals {
 		if comp.typeValue != nil {
-			if x != nil && render(x) == *comp.typeValue {
+			if x != nil && jq.Render(x) == *comp.typeValue {
 				return true, true, nil
 			}
 			continue
 		}
-		if truthy(x) && x != "" {
+		if jq.Truthy(x) && x != "" {
 			return true, false, nil
 		}
 	}
@@ -175,5 +161,5 @@ func (c *Compiled) podValue(ctx context.Context, e *expr, pm *podInput) (string,
 	if len(vals) == 0 || vals[0] == nil {
 		return "", nil
 	}
-	return render(vals[0]), nil
+	return jq.Render(vals[0]), nil
 }

@@ -1,9 +1,7 @@
 package definition
 
 import (
-	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,64 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-)
 
-func TestPodNeeds(t *testing.T) {
-	for _, tc := range []struct{ src, want string }{
-		{`.metadata.labels["a/b"]`, "[.metadata.labels]"},
-		{`.metadata.name`, "[.metadata.name]"},
-		{`.metadata.labels["x"] == null and .metadata.labels.app != null`, "[.metadata.labels]"},
-		{`.metadata.labels["w"] | select(. != null and . != "0")`, "[.metadata.labels]"},
-		{`.metadata | .labels.x`, "[.metadata.labels]"},
-		{`(.metadata).name`, "[.metadata.name]"},
-		{`.metadata`, "[.metadata]"},
-		{`.metadata | keys`, "[.metadata]"},
-		{`.metadata as $m | $m.name`, "[.metadata]"},
-		{`.metadata.labels as {app: $a} | $a`, "[.metadata.labels]"},
-		{`.metadata.labels[.metadata.name]`, "[.metadata.labels .metadata.name]"},
-		{`.metadata.ownerReferences[0].name`, "[.metadata.ownerReferences]"},
-		{`[.metadata.labels[]] | length`, "[.metadata.labels]"},
-		{`.spec.nodeName`, "[.spec.nodeName]"},
-		{`if .metadata.name then .status.phase else "x" end`, "[.metadata.name .status.phase]"},
-		{`if .metadata.name then .status.phase elif .kind then 1 end`, "all"}, // no else: the pod itself
-		{`{name: .metadata.name}`, "[.metadata.name]"},
-		{`{kind}`, "[.kind]"},
-		{`reduce .spec.containers[] as $c (0; . + 1)`, "[.spec.containers]"},
-		{`try .spec.x catch .`, "[.spec.x]"},
-		{`"\(.metadata.name)-x"`, "[.metadata.name]"},
-		{`first(.metadata.name, .spec.x)`, "[.metadata.name .spec.x]"},
-		{`.metadata.labels | to_entries`, "[.metadata.labels]"},
-		{`select(.metadata.name == "a") | .status`, "[.metadata.name .status]"},
-		{`.metadata.name // .metadata.generateName`, "[.metadata.generateName .metadata.name]"},
-		{`.metadata.name | ascii_downcase`, "[.metadata.name]"},
-		{`.metadata.name?`, "[.metadata.name]"},
-		{`label $out | .metadata.name`, "[.metadata.name]"},
-		{`-(.spec.priority)`, "[.spec.priority]"},
-		{`.metadata.labels | has("a")`, "[.metadata.labels]"},
-		{`.`, "all"},
-		{`keys`, "all"},
-		{`tostring`, "all"},
-		{`tojson`, "all"},
-		{`[.[]]`, "all"},
-		{`. as $p | $p.spec`, "all"},
-		{`.[.metadata.name]`, "all"},
-		{`def f: .spec; f`, "all"},
-		{`getpath(["spec"])`, "all"},
-		{`select(.metadata.name == "a")`, "all"},
-		{`.metadata.name, .`, "all"},
-		{`{"\(.kind)"}`, "all"},
-	} {
-		e, fe := compileJQ(field.NewPath("x"), tc.src)
-		if fe != nil {
-			t.Fatalf("%s: %v", tc.src, fe)
-		}
-		n := &podNeeds{}
-		n.addExpr(e)
-		if got := n.String(); got != tc.want {
-			t.Errorf("%s: needs %s, want %s", tc.src, got, tc.want)
-		}
-	}
-}
+	"github.com/muster-io/muster/definition/jq"
+)
 
 // What the pod-side expressions see of a partly built pod (and through the
 // direct metadata reads) is what they see of the fully converted pod:
@@ -104,14 +47,14 @@ func TestPartialPodSameResults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		whole := toJQInPlace(u)
+		whole := jq.ValueInPlace(u)
 		for _, src := range srcs {
 			e, fe := compileJQ(field.NewPath("x"), src)
 			if fe != nil {
 				t.Fatalf("%s: %v", src, fe)
 			}
-			n := &podNeeds{}
-			n.addExpr(e)
+			n := &jq.Reads{}
+			n.Add(e.code)
 			want, wantErr := evalGojq(c, e, whole)
 			got, gotErr := c.evalPod(ctxT, e, &podInput{pod: pod, needs: n})
 			if diff := cmp.Diff(want, got); diff != "" || errText(wantErr) != errText(gotErr) {
@@ -136,35 +79,6 @@ func errText(err error) string {
 	return err.Error()
 }
 
-func TestConstPath(t *testing.T) {
-	for _, tc := range []struct {
-		src  string
-		keys []string // nil: not a constant path
-	}{
-		{`.`, []string{}},
-		{`.a`, []string{"a"}},
-		{`.a.b`, []string{"a", "b"}},
-		{`.metadata.labels["a/b"]`, []string{"metadata", "labels", "a/b"}},
-		{`."a b".c`, []string{"a b", "c"}},
-		{`(.a).b`, []string{"a", "b"}},
-		{`.a[0]`, nil},
-		{`.a?`, nil},
-		{`.a[]`, nil},
-		{`.a[.b]`, nil},
-		{`.a | .b`, nil},
-		{`.a[1:2]`, nil},
-		{`."\(.x)"`, nil},
-	} {
-		e, fe := compileJQ(field.NewPath("x"), tc.src)
-		if fe != nil {
-			t.Fatalf("%s: %v", tc.src, fe)
-		}
-		if e.simple != (tc.keys != nil) || !cmp.Equal(e.keys, tc.keys) && tc.keys != nil {
-			t.Errorf("%s: simple %v keys %q, want %q", tc.src, e.simple, e.keys, tc.keys)
-		}
-	}
-}
-
 // A constant path walked by hand gives what gojq gives, errors included.
 func TestSimplePathSameAsJQ(t *testing.T) {
 	inputs := []any{nil, "s", 3, []any{1}, map[string]any{"a": nil}, map[string]any{"a": "x"},
@@ -182,22 +96,6 @@ func TestSimplePathSameAsJQ(t *testing.T) {
 				t.Errorf("%s on %v: got %v, %v; want %v, %v", src, in, got, gotErr, want, wantErr)
 			}
 		}
-	}
-}
-
-// An evaluation stops when the caller's context ends, not only at its own
-// deadline.
-func TestEvalStopsWithCallerContext(t *testing.T) {
-	e, fe := compileJQ(field.NewPath("spec", "x"), "[.[] as $a | .[] as $b | $a] | length")
-	if fe != nil {
-		t.Fatal(fe)
-	}
-	c := &Compiled{opts: Options{Timeout: time.Hour}.withDefaults()}
-	ctx, cancel := context.WithCancel(ctxT)
-	cancel()
-	_, err := c.eval(ctx, e, []any{1, 2, 3})
-	if err == nil || !strings.Contains(err.Error(), context.Canceled.Error()) {
-		t.Fatalf("error = %v, want %v", err, context.Canceled)
 	}
 }
 

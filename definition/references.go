@@ -8,13 +8,13 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/itchyny/gojq"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
 	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
+	"github.com/muster-io/muster/definition/jq"
 )
 
 // AnnotationReferences on a Karta declares the objects other than the root
@@ -117,7 +117,7 @@ func References(k *kartav1alpha1.Karta) ([]Reference, field.ErrorList) {
 
 // references decodes, checks and compiles the declared references. It runs
 // before the components, whose root-side expressions then read $name
-// (rewriteRefs).
+// (jq.Vars).
 func (b *builder) references() {
 	refs, errs := References(b.c.karta)
 	if b.add(errs...); len(errs) > 0 {
@@ -145,11 +145,8 @@ func (b *builder) references() {
 		b.referenceKinds(fp, &r)
 		b.c.refs = append(b.c.refs, d)
 	}
-	if len(b.c.refs) > 0 {
-		b.refVars = map[string]bool{}
-	}
 	for _, d := range b.c.refs {
-		b.refVars["$"+d.Name] = true
+		b.refVars = append(b.refVars, d.Name)
 	}
 }
 
@@ -205,7 +202,7 @@ func (c *Compiled) Targets(ctx context.Context, root *unstructured.Unstructured)
 	if len(c.refs) == 0 {
 		return nil, nil
 	}
-	in := toJQ(root.Object)
+	in := jq.Value(root.Object)
 	var out []Target
 	for _, d := range c.refs {
 		name, err := c.refString(ctx, d.name, in)
@@ -254,7 +251,7 @@ func (c *Compiled) refString(ctx context.Context, e *expr, in any) (string, erro
 	}
 	s, ok := vals[0].(string)
 	if !ok {
-		return "", c.evalErr(e, fmt.Errorf("yields a %s, want a string", typeName(vals[0])))
+		return "", c.evalErr(e, fmt.Errorf("yields a %s, want a string", jq.TypeName(vals[0])))
 	}
 	return s, nil
 }
@@ -287,11 +284,10 @@ func (e *UnresolvedError) Error() string {
 	return fmt.Sprintf("%s %q reads $%s, which is not resolved: %s", e.Field, e.Expression, e.Reference, e.Why)
 }
 
-// boundRefs are the Bindings of one context, in jq form, and their
-// identity for the plan cache.
+// boundRefs are the Bindings of one context, as the sandbox's variables,
+// and their identity for the plan cache.
 type boundRefs struct {
-	vals       map[string]any
-	unresolved map[string]string
+	vars jq.Vars
 	// key names every binding (object UID and resourceVersion, or
 	// unresolved and why); "" with nothing bound.
 	key string
@@ -307,14 +303,14 @@ type refsCtxKey struct{}
 // is null. The objects are read, never changed, and must not be changed
 // while the context is in use.
 func WithReferences(ctx context.Context, b Bindings) context.Context {
-	br := &boundRefs{vals: make(map[string]any, len(b.Objects)), unresolved: b.Unresolved}
+	br := &boundRefs{vars: jq.Vars{Values: make(map[string]any, len(b.Objects)), Unresolved: b.Unresolved}}
 	var key strings.Builder
 	for _, n := range slices.Sorted(maps.Keys(b.Objects)) {
 		o := b.Objects[n]
 		if o == nil {
 			continue
 		}
-		br.vals[n] = toJQ(o.Object)
+		br.vars.Values[n] = jq.Value(o.Object)
 		uid, rv := string(o.GetUID()), o.GetResourceVersion()
 		if uid == "" || rv == "" {
 			br.uncacheable = true
@@ -345,89 +341,6 @@ func (c *Compiled) refsKey(ctx context.Context) (key string, ok bool) {
 		return "", true
 	}
 	return b.key, !b.uncacheable
-}
-
-// guardRef is what a reference variable becomes in a compiled expression:
-// _muster_ref($__muster_budget; "name") yields the bound object and notes
-// a read of an unresolved one on the evaluation, where // and try cannot
-// swallow it (see eval).
-const guardRef = "_muster_ref"
-
-func refGuard(_ any, args []any) any {
-	dl, ok := args[0].(*deadlineCtx)
-	name, ok2 := args[1].(string)
-	if !ok || !ok2 || dl.refs == nil || dl.refs.bound == nil {
-		return nil
-	}
-	r := dl.refs
-	if why, ok := r.bound.unresolved[name]; ok {
-		if r.unresolved == "" {
-			r.unresolved, r.why = name, why
-		}
-		return nil
-	}
-	return r.bound.vals[name]
-}
-
-// refEval is one evaluation's view of the bindings: what it may read, and
-// the first unresolved reference it read.
-type refEval struct {
-	bound           *boundRefs
-	unresolved, why string
-}
-
-// unresolvedError is the error of an evaluation of e that read an
-// unresolved reference, or nil.
-func (r *refEval) unresolvedError(e *expr) *UnresolvedError {
-	if r == nil || r.unresolved == "" {
-		return nil
-	}
-	return &UnresolvedError{Reference: r.unresolved, Why: r.why, Field: e.field, Expression: e.src}
-}
-
-// rewriteRefs turns every read of a reference variable $name (names) in q
-// into guardRef, and refuses an expression that binds one of those names
-// itself, whose reads would otherwise be taken for the reference. It
-// reports whether q reads a reference. A form it does not rewrite (an
-// object shorthand {$name}) stays a variable that gojq does not know, so
-// the expression does not compile: refused, never misread.
-func rewriteRefs(q *gojq.Query, names map[string]bool) (bool, error) {
-	if len(names) == 0 {
-		return false, nil
-	}
-	reads := false
-	var err error
-	bound := func(name string) {
-		if names[name] && err == nil {
-			err = fmt.Errorf("%s is the variable of a reference (%s); bind another name", name, AnnotationReferences)
-		}
-	}
-	(&jqVisitor{
-		query: func(q *gojq.Query) {
-			for _, fd := range q.FuncDefs {
-				for _, a := range fd.Args {
-					bound(a)
-				}
-			}
-		},
-		pattern: func(p *gojq.Pattern) {
-			bound(p.Name)
-			for _, o := range p.Object {
-				bound(o.Key)
-			}
-		},
-		term: func(t *gojq.Term) {
-			if t.Type != gojq.TermTypeFunc || len(t.Func.Args) > 0 || !names[t.Func.Name] {
-				return
-			}
-			reads = true
-			t.Func = &gojq.Func{Name: guardRef, Args: []*gojq.Query{
-				{Term: &gojq.Term{Type: gojq.TermTypeFunc, Func: &gojq.Func{Name: budgetVar}}},
-				{Term: &gojq.Term{Type: gojq.TermTypeString, Str: &gojq.String{Str: strings.TrimPrefix(t.Func.Name, "$")}}},
-			}}
-		},
-	}).walk(q)
-	return reads, err
 }
 
 // Resolve finds each target among objs (a file's documents, say) by kind,

@@ -177,7 +177,7 @@ func TestNoReferencesUnchanged(t *testing.T) {
 	}
 	for _, comp := range c.comps {
 		for _, e := range []*expr{comp.replicas, comp.spec.podTemplateSpec} {
-			if e != nil && e.refs {
+			if e != nil && e.code.ReadsVars() {
 				t.Errorf("%s reads references", e.field)
 			}
 		}
@@ -265,7 +265,7 @@ func TestUnresolvedReference(t *testing.T) {
 	}
 
 	for _, src := range []string{`try $rt.spec.numNodes catch 1`, `($rt | .spec.numNodes)? // 1`, `[$rt] | length`, `$rt.spec.numNodes // error("no count")`} {
-		e, fe := compileJQVars(nil, src, map[string]bool{"$rt": true})
+		e, fe := compileJQVars(nil, src, []string{"rt"})
 		if fe != nil {
 			t.Fatalf("%s: %v", src, fe)
 		}
@@ -278,7 +278,7 @@ func TestUnresolvedReference(t *testing.T) {
 // TestReferenceNamesNotRebound: an expression may not bind a reference's
 // name itself, and forms that are not rewritten do not compile.
 func TestReferenceNamesNotRebound(t *testing.T) {
-	vars := map[string]bool{"$rt": true}
+	vars := []string{"rt"}
 	for _, tc := range []struct{ src, want string }{
 		{`.spec as $rt | $rt.x`, "$rt is the variable of a reference"},
 		{`def f($rt): $rt; f(1)`, "$rt is the variable of a reference"},

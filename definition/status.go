@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
+	"github.com/muster-io/muster/definition/jq"
 )
 
 // Status maps obj's status to the shared vocabulary the way Workload Map
@@ -30,14 +31,14 @@ func (c *Compiled) Status(ctx context.Context, obj *unstructured.Unstructured) (
 		st.Statuses = []kartav1alpha1.ResourceStatus{kartav1alpha1.StatusUndefined}
 		return st, nil
 	}
-	root := toJQ(obj.Object)
+	root := jq.Value(obj.Object)
 	if sd.phase != nil {
 		vals, err := c.eval(ctx, sd.phase, root)
 		if err != nil {
 			return nil, err
 		}
 		if len(vals) > 0 && vals[0] != nil {
-			st.Phase = render(vals[0])
+			st.Phase = jq.Render(vals[0])
 		}
 	}
 	if sd.conditions != nil {
@@ -57,7 +58,7 @@ func (c *Compiled) Status(ctx context.Context, obj *unstructured.Unstructured) (
 				if x == nil {
 					continue
 				}
-				return nil, &EvalError{Field: sd.conditions.field, Expression: sd.conditions.src, Err: fmt.Errorf("yields a %s, want condition objects", typeName(x))}
+				return nil, &EvalError{Field: sd.conditions.field, Expression: sd.conditions.src, Err: fmt.Errorf("yields a %s, want condition objects", jq.TypeName(x))}
 			}
 			st.Conditions = append(st.Conditions, Condition{
 				Type:    condField(m, sd.typeField),
@@ -90,7 +91,7 @@ func condField(m map[string]any, name string) string {
 	if !ok || x == nil {
 		return ""
 	}
-	return render(x)
+	return jq.Render(x)
 }
 
 func (c *Compiled) matches(ctx context.Context, m *matcherDef, st *Status, root any) (bool, error) {
@@ -116,7 +117,7 @@ func (c *Compiled) matches(ctx context.Context, m *matcherDef, st *Status, root 
 		}
 		// Workload Map reads only the first value; later ones, even a
 		// matching one, do not count.
-		return len(vals) > 0 && render(vals[0]) == m.expected, nil
+		return len(vals) > 0 && jq.Render(vals[0]) == m.expected, nil
 	}
 	// A matcher that sets nothing cannot pass validation; one that sets
 	// only phase or conditions holds here.

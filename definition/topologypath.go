@@ -6,6 +6,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/muster-io/muster/definition/jq"
 )
 
 // Karta annotations that read a gang's topology from the workload, a muster
@@ -37,7 +39,7 @@ func (b *builder) topologyPaths() {
 
 // topologyFromPaths sets the plan's topology keys the workload annotations
 // left unset from the definition's topology paths, evaluated on root (in
-// gojq form).
+// jq.Value form).
 func (c *Compiled) topologyFromPaths(ctx context.Context, root any, p *rootPlan) error {
 	for _, a := range []struct {
 		e   *expr
@@ -58,7 +60,7 @@ func (c *Compiled) topologyFromPaths(ctx context.Context, root any, p *rootPlan)
 		}
 		key, ok := vals[0].(string)
 		if !ok {
-			return c.evalErr(a.e, fmt.Errorf("yields a %s, want a node label key", typeName(vals[0])))
+			return c.evalErr(a.e, fmt.Errorf("yields a %s, want a node label key", jq.TypeName(vals[0])))
 		}
 		if msgs := validation.IsQualifiedName(key); len(msgs) > 0 {
 			return c.evalErr(a.e, fmt.Errorf("yields %q, not a node label key: %s", key, msgs[0]))

@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/muster-io/muster/definition/jq"
 )
 
 // ApplyTemplatePatch returns a copy of obj with p written into every pod
@@ -24,7 +26,7 @@ import (
 // object does not have (the path yields null) are skipped. Fields the
 // definition does not know survive unchanged.
 func (c *Compiled) ApplyTemplatePatch(ctx context.Context, obj *unstructured.Unstructured, p TemplatePatch) (*unstructured.Unstructured, error) {
-	root := toJQ(obj.Object)
+	root := jq.Value(obj.Object)
 	type write struct {
 		path  []any
 		value any
@@ -62,7 +64,7 @@ func (c *Compiled) ApplyTemplatePatch(ctx context.Context, obj *unstructured.Uns
 			for _, x := range paths {
 				base, ok := x.([]any)
 				if !ok {
-					return nil, fmt.Errorf("write %s into component %q: %w: %s yields %s, not a path", k, comp.name, ErrNotWritable, t.field, typeName(x))
+					return nil, fmt.Errorf("write %s into component %q: %w: %s yields %s, not a path", k, comp.name, ErrNotWritable, t.field, jq.TypeName(x))
 				}
 				if t.needBase {
 					if v, _ := getPath(root, base); v == nil {
@@ -205,7 +207,7 @@ func setPath(m map[string]any, path []any, value any) error {
 		case string:
 			obj, ok := cur.(map[string]any)
 			if !ok {
-				return fmt.Errorf("%v is a %s, not an object", path[:n], typeName(toJQ(cur)))
+				return fmt.Errorf("%v is a %s, not an object", path[:n], jq.TypeName(jq.Value(cur)))
 			}
 			if last {
 				obj[key] = value
@@ -220,7 +222,7 @@ func setPath(m map[string]any, path []any, value any) error {
 		case int, float64:
 			arr, ok := cur.([]any)
 			if !ok {
-				return fmt.Errorf("%v is a %s, not a list", path[:n], typeName(toJQ(cur)))
+				return fmt.Errorf("%v is a %s, not a list", path[:n], jq.TypeName(jq.Value(cur)))
 			}
 			i, ok := pathIndex(key, len(arr))
 			if !ok {

@@ -143,33 +143,6 @@ func TestApplyTemplatePatchShapes(t *testing.T) {
 	}
 }
 
-func TestSimplePathReason(t *testing.T) {
-	for _, tc := range []struct {
-		src      string
-		writable bool
-	}{
-		{".spec.template", true},
-		{`.spec.replicatedJobs[].template.spec.template`, true},
-		{`.spec.list[] | select(.name == "x") | .template`, true},
-		{`.spec["a b"].c[0]`, true},
-		{`.a, .b`, true},
-		{`first(.spec.items[])`, true},
-		{`.a // .b`, true},
-		{`.spec.x | to_entries[] | .value.template`, false},
-		{`.a + 1`, false},
-		{`{a: 1}`, false},
-		{`def f: .a; f`, false},
-	} {
-		e, fe := compileJQ(nil, tc.src)
-		if fe != nil {
-			t.Fatal(fe)
-		}
-		if got := simplePathReason(e.query) == ""; got != tc.writable {
-			t.Errorf("%s: writable %v, want %v", tc.src, got, tc.writable)
-		}
-	}
-}
-
 // twoShapesDef has a single-node component "server" and a multi-node
 // component "worker" without a scheduler name or labels path; which one an
 // object has depends on .spec.multiNode.

@@ -1,14 +1,11 @@
-package definition
+package jq
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
-
-	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // bombInput is a workload-sized input: a spec with a 1 MiB string (etcd
@@ -72,33 +69,28 @@ var bombs = []struct {
 // TestBombs: no expression crashes the process, runs past its budget or
 // allocates much more than MaxEvalBytes in one evaluation.
 func TestBombs(t *testing.T) {
-	in := toJQ(bombInput())
+	in := Value(bombInput())
 	for _, tc := range bombs {
 		t.Run(tc.name, func(t *testing.T) {
-			e, fe := compileJQ(field.NewPath("spec", "x"), tc.src)
+			e, err := Compile(tc.src, nil)
 			if tc.refused != "" {
-				if fe == nil || !strings.Contains(fe.Error(), tc.refused) {
-					t.Fatalf("validation error = %v, want it to contain %q", fe, tc.refused)
+				if err == nil || !strings.Contains(err.Error(), tc.refused) {
+					t.Fatalf("validation error = %v, want it to contain %q", err, tc.refused)
 				}
 				return
 			}
-			if fe != nil {
-				t.Fatalf("refused: %v", fe)
+			if err != nil {
+				t.Fatalf("refused: %v", err)
 			}
-			c := &Compiled{opts: Options{Timeout: time.Minute}.withDefaults()}
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			_, err := c.eval(ctxT, e, in)
+			_, err = e.Run(ctxT, in, limitsT(time.Minute), nil)
 			runtime.ReadMemStats(&after)
 			if err == nil || !strings.Contains(err.Error(), tc.stopped) {
 				t.Fatalf("error = %v, want it to contain %q", err, tc.stopped)
 			}
-			var ee *EvalError
-			if !errors.As(err, &ee) || ee.Field != "spec.x" {
-				t.Errorf("error %v does not name the field", err)
-			}
-			if n := len(err.Error()); n > 2*maxEvalMessage+len(tc.src) {
+			if n := len(err.Error()); n > 2*maxMessage+len(tc.src) {
 				t.Errorf("error message is %d bytes", n)
 			}
 			// The budget counts what the growth constructs build; the
@@ -135,13 +127,12 @@ func TestBudgetKeepsSemantics(t *testing.T) {
 		{`1 + null`, nil, []any{1}},
 	}
 	for _, tc := range tests {
-		e, fe := compileJQ(field.NewPath("x"), tc.src)
-		if fe != nil {
-			t.Errorf("%s: %v", tc.src, fe)
+		e, err := Compile(tc.src, nil)
+		if err != nil {
+			t.Errorf("%s: %v", tc.src, err)
 			continue
 		}
-		c := &Compiled{opts: Options{}.withDefaults()}
-		got, err := c.eval(ctxT, e, tc.in)
+		got, err := e.Run(ctxT, tc.in, limitsT(time.Second), nil)
 		if err != nil {
 			t.Errorf("%s: %v", tc.src, err)
 			continue
@@ -155,20 +146,16 @@ func TestBudgetKeepsSemantics(t *testing.T) {
 // BenchmarkEvaluateBombs reports, for each bomb that compiles, the time and
 // bytes of one evaluation (go test -bench EvaluateBombs -benchmem).
 func BenchmarkEvaluateBombs(b *testing.B) {
-	in := toJQ(bombInput())
+	in := Value(bombInput())
 	for _, tc := range bombs {
 		if tc.refused != "" {
 			continue
 		}
 		b.Run(strings.ReplaceAll(tc.name, " ", "_"), func(b *testing.B) {
-			e, fe := compileJQ(field.NewPath("x"), tc.src)
-			if fe != nil {
-				b.Fatal(fe)
-			}
-			c := &Compiled{opts: Options{Timeout: time.Minute}.withDefaults()}
+			e := compileT(b, tc.src)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := c.eval(ctxT, e, in); err == nil {
+				if _, err := e.Run(ctxT, in, limitsT(time.Minute), nil); err == nil {
 					b.Fatal("no error")
 				}
 			}
@@ -176,19 +163,18 @@ func BenchmarkEvaluateBombs(b *testing.B) {
 	}
 }
 
-// TestWritePathBudget: a write-back path runs the guarded expression, so a
+// TestPathExprBudget: a write-back path runs the guarded expression, so a
 // select condition cannot escape the budget.
-func TestWritePathBudget(t *testing.T) {
-	e, fe := compileJQ(field.NewPath("spec", "x"), `.spec.list[] | select(((.name // "x") * 1000000000) == "x") | .template`)
-	if fe != nil {
-		t.Fatal(fe)
+func TestPathExprBudget(t *testing.T) {
+	e := compileT(t, `.spec.list[] | select(((.name // "x") * 1000000000) == "x") | .template`)
+	if why := e.SimplePathReason(); why != "" {
+		t.Fatalf("not writable: %s", why)
 	}
-	wt := newWriteTarget(e, "podTemplateSpecPath", false)
-	if wt.err != nil {
-		t.Fatalf("not writable: %v", wt.err)
+	pe, err := e.PathExpr()
+	if err != nil {
+		t.Fatalf("not writable: %v", err)
 	}
-	c := &Compiled{opts: Options{Timeout: time.Minute}.withDefaults()}
-	_, err := c.eval(ctxT, wt.path, map[string]any{"spec": map[string]any{"list": []any{map[string]any{"name": "a"}}}})
+	_, err = pe.Run(ctxT, map[string]any{"spec": map[string]any{"list": []any{map[string]any{"name": "a"}}}}, limitsT(time.Minute), nil)
 	if err == nil || !strings.Contains(err.Error(), "more than 64 MiB") {
 		t.Fatalf("error = %v, want the byte budget", err)
 	}

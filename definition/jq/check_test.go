@@ -1,13 +1,10 @@
-package definition
+package jq
 
 import (
-	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/itchyny/gojq"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 func TestCheckQuery(t *testing.T) {
@@ -89,77 +86,5 @@ func TestCheckQuery(t *testing.T) {
 				t.Fatalf("reason %q, want it to mention %q", got, tc.want)
 			}
 		})
-	}
-}
-
-// Runaway expressions that pass validation end with an error under the
-// deadline instead of hanging.
-func TestEvalRunaway(t *testing.T) {
-	tests := []struct {
-		src, want string
-	}{
-		// Every loop a definition can write ends by its step budget; the
-		// ones jq makes unbounded (recursion, until, while, repeat, range)
-		// are refused before they run (TestBombsRefused).
-		{"[.[] as $a | .[] as $b | .[] as $c | $a] | length", "steps"},
-		{".[], .[]", "too many results"},
-	}
-	big := make([]any, 2000)
-	for i := range big {
-		big[i] = i
-	}
-	for _, tc := range tests {
-		t.Run(tc.src, func(t *testing.T) {
-			e, fe := compileJQ(field.NewPath("spec", "x"), tc.src)
-			if fe != nil {
-				t.Fatalf("compile: %v", fe)
-			}
-			c := &Compiled{opts: Options{Timeout: time.Minute, MaxResults: 1000}.withDefaults()}
-			_, err := c.eval(ctxT, e, big)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error = %v, want %q", err, tc.want)
-			}
-			var ee *EvalError
-			if !errors.As(err, &ee) || ee.Field != "spec.x" {
-				t.Fatalf("error %v does not name the field", err)
-			}
-		})
-	}
-}
-
-func TestToJQ(t *testing.T) {
-	shared := map[string]any{"name": "x", "tags": []any{"a"}}
-	in := map[string]any{"n": int64(3), "meta": shared, "list": []any{int64(1), 2.5, "s", nil, true}, "i32": int32(4)}
-	out := toJQ(in).(map[string]any)
-	if out["n"] != 3 || out["i32"] != 4 || out["list"].([]any)[0] != 1 {
-		t.Fatalf("ints not converted: %#v", out)
-	}
-	if in["n"] != int64(3) {
-		t.Fatal("input changed")
-	}
-	// A subtree without anything to convert is shared, not copied.
-	if m := out["meta"].(map[string]any); &m == nil || len(m) != 2 {
-		t.Fatal("lost subtree")
-	}
-	shared["probe"] = 1
-	if _, ok := out["meta"].(map[string]any)["probe"]; !ok {
-		t.Error("unchanged subtree was copied")
-	}
-	// gojq accepts the result.
-	q, _ := gojq.Parse(".n + .list[0]")
-	v, _ := q.Run(out).Next()
-	if v != 4 {
-		t.Fatalf("gojq result %v", v)
-	}
-}
-
-func TestRender(t *testing.T) {
-	for _, tc := range []struct {
-		in   any
-		want string
-	}{{"s", "s"}, {true, "true"}, {3, "3"}, {2.0, "2"}, {2.5, "2.5"}, {nil, "null"}, {[]any{1, "a"}, `[1,"a"]`}, {map[string]any{"a": 1}, `{"a":1}`}} {
-		if got := render(tc.in); got != tc.want {
-			t.Errorf("render(%v) = %q, want %q", tc.in, got, tc.want)
-		}
 	}
 }
