@@ -285,20 +285,13 @@ func (e *barrierEnv) waiting() int {
 }
 
 func (e *barrierEnv) reserved(gang string) int {
-	e.pl.mu.Lock()
-	defer e.pl.mu.Unlock()
-	if g, ok := e.pl.gangs[types.NamespacedName{Namespace: "ns", Name: gang}]; ok {
-		return len(g.reserved)
-	}
-	return 0
+	return len(e.pl.gangs.Inspect(types.NamespacedName{Namespace: "ns", Name: gang}).Reserved)
 }
 
 // atPermit is how many members of gang the plugin remembers waiting at
 // Permit: it must match the framework's waiting pods, and not grow.
 func (e *barrierEnv) atPermit(gang string) int {
-	e.pl.mu.Lock()
-	defer e.pl.mu.Unlock()
-	return e.pl.atPermit[types.NamespacedName{Namespace: "ns", Name: gang}].Len()
+	return e.pl.gangs.Inspect(types.NamespacedName{Namespace: "ns", Name: gang}).AtPermit
 }
 
 func members(gang string, n int, gpus int64) []*v1.Pod {
@@ -534,10 +527,7 @@ func TestNativeAndGangFreePodsUntouched(t *testing.T) {
 			t.Errorf("%s: SignPod %v %v, want no opinion", p.Name, frags, st)
 		}
 	}
-	e.pl.mu.Lock()
-	n := len(e.pl.gangs)
-	e.pl.mu.Unlock()
-	if n != 0 {
+	if n := e.pl.gangs.Len(); n != 0 {
 		t.Errorf("plugin keeps state for %d gangs, want none", n)
 	}
 	if got := drain(e.recorder); len(got) != 0 {
@@ -565,9 +555,7 @@ func TestStatusOnlyPodGroupUpdateKeepsPlan(t *testing.T) {
 		t.Fatalf("Permit %v, want Wait", st)
 	}
 	hasPlan := func() bool {
-		e.pl.mu.Lock()
-		defer e.pl.mu.Unlock()
-		return e.pl.gangs[types.NamespacedName{Namespace: "ns", Name: "g"}].plan != nil
+		return e.pl.gangs.Inspect(types.NamespacedName{Namespace: "ns", Name: "g"}).Plan != nil
 	}
 	// The plugin's own status write comes back as an update: the plan (and
 	// the capacity it holds against other gangs) must stay.
