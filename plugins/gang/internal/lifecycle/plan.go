@@ -98,10 +98,10 @@ func (g *Gang) PlannedNode(uid types.UID, now time.Time) (string, bool) {
 // UnreservedOn returns the pod infos of the members the plan puts on node
 // and not reserved yet.
 func (g *Gang) UnreservedOn(node string) []fwk.PodInfo {
-	var pods []fwk.PodInfo
 	if g.s.plan == nil {
 		return nil
 	}
+	var pods []fwk.PodInfo
 	for uid, n := range g.s.plan.Assignments {
 		if n != node {
 			continue
