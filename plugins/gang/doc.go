@@ -58,6 +58,51 @@
 // framework's filters count them: the gang waits for them to bind or go.
 // A refused gang that the victim search finds fitting without preemption
 // is sent back to planning at once at most once per backoff
-// (replanLimited): when a filter the planner does not see refuses its plan,
-// the loop would otherwise keep the gang at the head of the queue.
+// (lifecycle.Gang.ReplanLimited): when a filter the planner does not see
+// refuses its plan, the loop would otherwise keep the gang at the head of
+// the queue.
+//
+// # Locks
+//
+// The plugin's locks, outermost first. A goroutine holding one may take
+// those below it, never one above it; the leaves of 4 are never held
+// together.
+//
+//  1. The gang tracker's (lifecycle.Tracker: plans, verdicts, reservations,
+//     barriers, preemptions, members at Permit). It is held across a whole
+//     decision: PreFilter's plan from the first look at the gang to the
+//     plan or verdict stored (no release, Unreserve or member gone comes in
+//     between, and no other gang plans with the capacity it holds), and
+//     PostFilter's victim search to the preemption recorded. Permit counts
+//     the quorum and allows the waiting members under it, and every
+//     rejection (Unreserve, a member that no longer fits, no placement, the
+//     barrier's timeout) rejects under it, so a barrier is released whole or
+//     rejected whole. Under it the plugin and the tracker call the
+//     framework: Activate, AddNominatedPod and NominatedPodsForNode (which
+//     take 2), DeleteNominatedPodIfExists (the nominator's lock, below 2),
+//     the waiting pods' Allow and Reject (their own locks), the profile's
+//     PreFilter and Filter plugins while planning (their locks; this
+//     plugin's PreFilter, run there for a shape, steps aside before taking
+//     any), the informers' listers, the status writer's queue, the event
+//     recorder and the clock's timers (leaves).
+//  2. The scheduling queue's (kube-scheduler's PriorityQueue lock, with the
+//     active queue's and the nominator's below it). The queue holds it while
+//     it calls PreEnqueue, Less and the queueing hints, so none of them may
+//     take 1: they decide from the pod, the informers, the atomic change
+//     counter (Tracker.Changed) and 3 and 4.
+//  3. waitMu (the pods PreEnqueue holds back), taken by PreEnqueue and the
+//     capacity hints under 2. Under it only the clock's timers are started
+//     and stopped.
+//  4. Leaves, under which no lock of the plugin's is taken: wokenMu (taken
+//     by the capacity hints under 2); createdMu (Less, under 2); a plan's
+//     filter's (planfilter.Filter, under 1 while planning); the status writer's
+//     (when each PodGroup was last written; its sync takes 1 for a moment,
+//     never while holding it); the bind backlog's (never with another:
+//     PreFilter waits for the backlog before taking 1, holding nothing).
+//
+// A clock callback never takes 1 or 3: a fake clock runs AfterFunc
+// callbacks under its own lock, which is taken under 1 and 3 to start
+// timers. The barrier's timer starts its expiry on a goroutine of its own,
+// and the wait-event timer only hands the wait to the event writer's
+// queue. The retry timers (time.AfterFunc) take 1 directly.
 package gang

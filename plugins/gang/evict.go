@@ -63,31 +63,10 @@ func (p *Plugin) checkPartial(ctx context.Context, pg *schedv1alpha1.PodGroup, n
 			pending++
 		}
 	}
-	p.mu.Lock()
-	g := p.gang(key)
-	// A bound member keeps its reservation until it goes (PostBind), so
-	// only the reservation of a member not seen bound yet is a bind in
-	// flight that may still complete the gang. Counting every reservation
-	// left a gang this instance placed, whose member was then taken by
-	// another scheduler, partly bound for good.
-	inFlight := 0
-	for uid := range g.reserved {
-		if !boundUIDs[uid] {
-			inFlight++
-		}
-	}
-	partial := len(bound) > 0 && len(bound) < minMember(pg) && pending > 0 && inFlight == 0
-	if !partial {
-		g.partialSince = time.Time{}
-		p.mu.Unlock()
-		return
-	}
-	if g.partialSince.IsZero() {
-		g.partialSince = now
-	}
-	since := g.partialSince
-	p.mu.Unlock()
-	if now.Sub(since) < grace {
+	// Partly bound, unless a bind in flight may still complete the gang
+	// (lifecycle.Tracker.NotePartial).
+	since, partial := p.gangs.NotePartial(key, boundUIDs, len(bound) > 0 && len(bound) < minMember(pg) && pending > 0, now)
+	if !partial || now.Sub(since) < grace {
 		return
 	}
 	msg := fmt.Sprintf("evicting partly bound gang %s: %d of %d members bound for %s and the rest cannot be placed", key, len(bound), minMember(pg), now.Sub(since).Round(time.Second))
@@ -100,8 +79,6 @@ func (p *Plugin) checkPartial(ctx context.Context, pg *schedv1alpha1.PodGroup, n
 			klog.FromContext(ctx).Error(err, "Evicting gang member", "pod", klog.KObj(m))
 		}
 	}
-	p.mu.Lock()
-	g.partialSince = time.Time{}
-	p.mu.Unlock()
+	p.gangs.EvictedPartial(key)
 	p.status.enqueue(key)
 }

@@ -106,9 +106,7 @@ func TestPlanDropsMembersStaleNominations(t *testing.T) {
 	if _, st := e.pl.PreFilter(e.ctx, state, pending[0], nil); !st.IsSuccess() {
 		t.Fatalf("PreFilter: %v", st)
 	}
-	e.pl.mu.Lock()
-	assigned := e.pl.gangs[types.NamespacedName{Namespace: "ns", Name: "g"}].plan.Assignments
-	e.pl.mu.Unlock()
+	assigned := e.pl.gangs.Inspect(types.NamespacedName{Namespace: "ns", Name: "g"}).Plan
 	for _, node := range []string{"n1", "n2"} {
 		for _, pi := range e.fh.NominatedPodsForNode(node) {
 			if got := assigned[pi.GetPod().UID]; got != node {
@@ -169,9 +167,7 @@ func TestPlanLeavesRoomForNominatedPods(t *testing.T) {
 			if !st.IsSuccess() {
 				t.Fatalf("PreFilter: %v", st)
 			}
-			e.pl.mu.Lock()
-			assigned := e.pl.gangs[types.NamespacedName{Namespace: "ns", Name: "g"}].plan.Assignments
-			e.pl.mu.Unlock()
+			assigned := e.pl.gangs.Inspect(types.NamespacedName{Namespace: "ns", Name: "g"}).Plan
 			for _, m := range members {
 				if got := assigned[m.UID]; got != tt.want {
 					t.Errorf("%s planned on %q, want %q", m.Name, got, tt.want)

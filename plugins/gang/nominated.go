@@ -33,7 +33,8 @@ import (
 // (TestFaultStaleNominations). A nomination that goes, stale or not,
 // changes the pod's status, which the queue reports as a pod leaving its
 // node: the capacity hint then queues the gang again.
-// Call with p.mu held.
+// Called with the gang locked (planFor): it reads no gang state, but the
+// plan it returns is stored under that lock.
 func (p *Plugin) avoidNominated(ctx context.Context, req plan.Request, result *plan.Plan, pod *v1.Pod) (*plan.Plan, error) {
 	counted := nominatedCounter(req, pod)
 	if !p.overcommitsNominated(req, result, counted) {

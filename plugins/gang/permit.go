@@ -9,12 +9,12 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/muster-io/muster/api"
+	"github.com/muster-io/muster/plugins/gang/internal/lifecycle"
 	"github.com/muster-io/muster/plugins/gang/plan"
 )
 
@@ -26,9 +26,7 @@ func (p *Plugin) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeN
 		return nil
 	}
 	p.markLeading()
-	p.mu.Lock()
-	p.gang(key).reserved[pod.UID] = nodeName
-	p.mu.Unlock()
+	p.gangs.Reserve(key, pod.UID, nodeName)
 	p.backlog.add(pod.UID)
 	return nil
 }
@@ -48,47 +46,12 @@ func (p *Plugin) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ s
 // off for BackoffSeconds before its members are activated again. uids are
 // members known not to bind (the one being unreserved).
 func (p *Plugin) release(key types.NamespacedName, msg string, uids ...types.UID) {
-	p.mu.Lock()
-	released := p.releaseLocked(key, p.gang(key), msg, uids...)
-	p.mu.Unlock()
+	released := p.gangs.Release(key, msg, uids...)
 	p.afterRelease(key, msg, released)
 }
 
-// releaseLocked is release's state change; it reports whether there was
-// anything to release (a plan or waiting members). Call with p.mu held.
-func (p *Plugin) releaseLocked(key types.NamespacedName, g *gangState, msg string, uids ...types.UID) bool {
-	now := p.clock.Now()
-	for _, uid := range uids {
-		delete(g.reserved, uid)
-		p.forgetAtPermitLocked(key, uid)
-	}
-	hadPlan := g.plan != nil
-	g.plan, g.planPods = nil, nil
-	p.closeBarrier(g)
-	rejected := p.rejectWaitingLocked(key, g, msg)
-	seq := p.changeSeq.Load()
-	if hadPlan || rejected > 0 {
-		// Other gangs may use what this one held; this one backs off.
-		seq = p.capacityFreedLocked(key)
-	}
-	if g.verdict == nil || now.After(g.verdict.until) {
-		g.verdict = &verdict{message: msg, until: now.Add(p.backoff()), seq: seq}
-	}
-	if g.retry == nil {
-		g.retry = time.AfterFunc(p.backoff(), func() {
-			p.mu.Lock()
-			if g, ok := p.gangs[key]; ok {
-				g.retry = nil
-			}
-			p.mu.Unlock()
-			p.activate(p.members(key)...)
-		})
-	}
-	return rejected > 0 || hadPlan
-}
-
 // afterRelease records what a release did; it makes API calls, so it runs
-// without p.mu.
+// without the gang tracker's lock.
 func (p *Plugin) afterRelease(key types.NamespacedName, msg string, released bool) {
 	if released {
 		attempts.WithLabelValues(resultReleased).Inc()
@@ -99,74 +62,18 @@ func (p *Plugin) afterRelease(key types.NamespacedName, msg string, released boo
 	p.status.enqueue(key)
 }
 
-// rejectWaitingLocked rejects the gang's members waiting at Permit; the
-// framework then unreserves them, which frees their resources. Their
-// reservations are forgotten here at once, not when Unreserve runs later in
-// their binding goroutines: a Permit counting the quorum in between must not
-// count a member that will never bind. Call with p.mu held — Permit counts
-// and allows under the same lock, so a barrier is either released whole or
-// rejected whole.
-func (p *Plugin) rejectWaitingLocked(key types.NamespacedName, g *gangState, msg string) int {
-	n := 0
-	for _, wp := range p.waitingLocked(key) {
-		uid := wp.GetPod().UID
-		p.forgetAtPermitLocked(key, uid)
-		// false: the member was already allowed (it binds and keeps its
-		// reservation) or already rejected.
-		if wp.Reject(Name, msg) {
-			delete(g.reserved, uid)
-			n++
-		}
-	}
-	return n
-}
-
-// waitingLocked returns the members of gang key waiting at Permit. An entry
-// the framework does not hold (yet) stays: Permit records a member just
-// before the framework adds it to its waiting pods, and a member that
-// leaves otherwise is unreserved or deleted, which forgets it (one allowed
-// was forgotten when allowed). Call with p.mu held.
-func (p *Plugin) waitingLocked(key types.NamespacedName) []fwk.WaitingPod {
-	var out []fwk.WaitingPod
-	for uid := range p.atPermit[key] {
-		if wp := p.h.GetWaitingPod(uid); wp != nil {
-			out = append(out, wp)
-		}
-	}
-	return out
-}
-
-// noteAtPermitLocked records that member uid of gang key waits at Permit.
-// Call with p.mu held.
-func (p *Plugin) noteAtPermitLocked(key types.NamespacedName, uid types.UID) {
-	s := p.atPermit[key]
-	if s == nil {
-		s = sets.New[types.UID]()
-		p.atPermit[key] = s
-	}
-	s.Insert(uid)
-}
-
-// forgetAtPermitLocked drops a member that went away. Call with p.mu held.
-func (p *Plugin) forgetAtPermitLocked(key types.NamespacedName, uid types.UID) {
-	if s := p.atPermit[key]; s != nil {
-		s.Delete(uid)
-		if s.Len() == 0 {
-			delete(p.atPermit, key)
-		}
-	}
-}
-
 // permitBackstop is added to the wait the framework is given: the plugin's
-// own barrier timer (under p.mu) rejects the gang first, so the decision to
-// allow and the decision to time out can never interleave. The framework's
-// timer only fires if a member somehow escaped the plugin's timer.
+// own barrier timer (under the gang tracker's lock) rejects the gang first,
+// so the decision to allow and the decision to time out can never
+// interleave. The framework's timer only fires if a member somehow escaped
+// the plugin's timer.
 const permitBackstop = 30 * time.Second
 
 // Permit is the barrier: a member waits until minMember members are reserved
 // or bound, then every waiting member is allowed together. The count and the
-// Allow calls happen under p.mu, the lock every rejection path holds too, so
-// a barrier either lets the whole quorum go or none of it.
+// Allow calls happen under the gang tracker's lock, the lock every rejection
+// path holds too, so a barrier either lets the whole quorum go or none of it
+// (lifecycle.Tracker.Permit).
 func (p *Plugin) Permit(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) (*fwk.Status, time.Duration) {
 	kind, key := p.classify(pod)
 	if kind != kindMember {
@@ -177,29 +84,11 @@ func (p *Plugin) Permit(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, plan.PodGroupNotFound(key.String())), 0
 	}
 	want := minMember(pg)
-	p.mu.Lock()
-	g := p.gang(key)
-	if p.quorumLocked(key, g, pod) < want {
-		deadline := p.openBarrier(key, g, p.permitTimeout(pg))
-		p.noteAtPermitLocked(key, pod.UID)
-		p.mu.Unlock()
+	if deadline, wait := p.gangs.Permit(key, pod.UID, want, p.permitTimeout(pg), p.barrierExpired); wait {
 		return fwk.NewStatus(fwk.Wait, fmt.Sprintf("waiting for %d members of gang %s", want, key)), deadline.Sub(p.clock.Now()) + permitBackstop
 	}
-	p.allowLocked(key, g)
-	p.mu.Unlock()
 	p.afterAllow(pg, key, want)
 	return nil, 0
-}
-
-// allowLocked lets every waiting member of the gang go together and closes
-// its barrier. Call with p.mu held, once the quorum is counted.
-func (p *Plugin) allowLocked(key types.NamespacedName, g *gangState) {
-	p.closeBarrier(g)
-	g.verdict = nil
-	for _, wp := range p.waitingLocked(key) {
-		p.forgetAtPermitLocked(key, wp.GetPod().UID)
-		wp.Allow(Name)
-	}
 }
 
 func (p *Plugin) afterAllow(pg *schedv1alpha1.PodGroup, key types.NamespacedName, want int) {
@@ -219,68 +108,22 @@ func (p *Plugin) boundOutsideBarrier(key types.NamespacedName) {
 		return
 	}
 	want := minMember(pg)
-	p.mu.Lock()
-	g, ok := p.gangs[key]
-	if !ok || g.barrier == nil || p.quorumLocked(key, g, nil) < want {
-		p.mu.Unlock()
-		return
-	}
-	p.allowLocked(key, g)
-	p.mu.Unlock()
-	p.afterAllow(pg, key, want)
-}
-
-// openBarrier starts the gang's barrier timer when the first member waits
-// and returns the gang's deadline: every member waits until the same moment,
-// however late it arrived. Call with p.mu held.
-func (p *Plugin) openBarrier(key types.NamespacedName, g *gangState, timeout time.Duration) time.Time {
-	if g.barrier == nil {
-		b := &barrier{deadline: p.clock.Now().Add(timeout)}
-		// A goroutine of its own: a fake clock runs AfterFunc callbacks
-		// while holding its lock, and barrierExpired reads the clock.
-		b.timer = p.clock.AfterFunc(timeout, func() { go p.barrierExpired(key, b, timeout) })
-		g.barrier = b
-	}
-	return g.barrier.deadline
-}
-
-// closeBarrier stops the barrier timer. Call with p.mu held.
-func (p *Plugin) closeBarrier(g *gangState) {
-	if g.barrier != nil {
-		g.barrier.timer.Stop()
-		g.barrier = nil
+	if p.gangs.CompleteBarrier(key, want) {
+		p.afterAllow(pg, key, want)
 	}
 }
 
 // barrierExpired rejects the waiting members of a gang whose quorum did not
-// form in time, unless that barrier was released or closed meanwhile.
-func (p *Plugin) barrierExpired(key types.NamespacedName, b *barrier, timeout time.Duration) {
-	msg := fmt.Sprintf("gang %s: quorum not reached within %s; releasing the waiting members", key, timeout)
-	p.mu.Lock()
-	g, ok := p.gangs[key]
-	if !ok || g.barrier != b {
-		p.mu.Unlock()
+// form in time, unless that barrier was released or closed meanwhile, and
+// reports the members it waited for in vain.
+func (p *Plugin) barrierExpired(key types.NamespacedName, b *lifecycle.Barrier) {
+	msg := fmt.Sprintf("gang %s: quorum not reached within %s; releasing the waiting members", key, b.Timeout())
+	missing, released, ok := p.gangs.ExpireBarrier(key, b, msg)
+	if !ok {
 		return
 	}
-	missing := p.missingMembersLocked(key, g)
-	released := p.releaseLocked(key, g, msg)
-	p.mu.Unlock()
 	p.afterRelease(key, msg, released)
 	p.reportMissing(key, missing)
-}
-
-// missingMembersLocked returns the gang's pending members that are neither
-// reserved nor waiting at Permit: the ones a quorum waited for in vain.
-// Call with p.mu held.
-func (p *Plugin) missingMembersLocked(key types.NamespacedName, g *gangState) []*v1.Pod {
-	var out []*v1.Pod
-	for _, m := range p.members(key) {
-		if _, reserved := g.reserved[m.UID]; reserved || m.Spec.NodeName != "" || p.atPermit[key].Has(m.UID) {
-			continue
-		}
-		out = append(out, m)
-	}
-	return out
 }
 
 // maxMissingNamed bounds the members a missing-members report names.
@@ -327,25 +170,6 @@ func (p *Plugin) reportMissing(key types.NamespacedName, missing []*v1.Pod) {
 	}
 }
 
-// quorumLocked counts members that are bound or reserved by this scheduler, once
-// each; pod (being permitted, or nil) is reserved already.
-// Call with p.mu held.
-func (p *Plugin) quorumLocked(key types.NamespacedName, g *gangState, pod *v1.Pod) int {
-	counted := map[types.UID]bool{}
-	if pod != nil {
-		counted[pod.UID] = true
-	}
-	for uid := range g.reserved {
-		counted[uid] = true
-	}
-	for _, m := range p.members(key) {
-		if m.Spec.NodeName != "" {
-			counted[m.UID] = true
-		}
-	}
-	return len(counted)
-}
-
 // PostBind refreshes the PodGroup status. The reservation stays until the
 // pod goes away; a bound member is counted once either way.
 func (p *Plugin) PostBind(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
@@ -353,10 +177,10 @@ func (p *Plugin) PostBind(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ st
 	if kind != kindMember {
 		return
 	}
-	// No p.mu here: a member that waited at Permit was forgotten there
-	// when it was allowed, and thousands of binding goroutines taking the
-	// lock that plans hold waited 251 s summed in a 76 s run (scenario 1b,
-	// 5000 nodes).
+	// No gang tracker lock here: a member that waited at Permit was
+	// forgotten there when it was allowed, and thousands of binding
+	// goroutines taking the lock that plans hold waited 251 s summed in a
+	// 76 s run (scenario 1b, 5000 nodes).
 	p.backlog.done(pod.UID)
 	p.status.enqueue(key)
 }

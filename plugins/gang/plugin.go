@@ -32,6 +32,7 @@ import (
 
 	"github.com/muster-io/muster/api"
 	"github.com/muster-io/muster/internal/podtrim"
+	"github.com/muster-io/muster/plugins/gang/internal/lifecycle"
 	"github.com/muster-io/muster/plugins/gang/plan"
 )
 
@@ -71,10 +72,6 @@ type Plugin struct {
 	pgLister pglisters.PodGroupLister
 	pgSynced atomic.Bool
 
-	// changeSeq counts cluster changes that may free capacity (node added,
-	// node updated in what scheduling reads, assigned pod deleted); a
-	// cached "no placement" verdict holds only while it is unchanged.
-	changeSeq atomic.Int64
 	// leading is set by the first scheduling cycle of this profile (PreFilter
 	// or Reserve). kube-scheduler runs scheduling cycles only in the leader:
 	// app.Run calls sched.Run from OnStartedLeading (or at once when leader
@@ -84,16 +81,10 @@ type Plugin struct {
 	// cmd/muster-scheduler/README.md for what that means after a failover.
 	leading atomic.Bool
 
-	mu    sync.Mutex
-	gangs map[types.NamespacedName]*gangState
-	// atPermit holds, per gang, the members this plugin told to wait at
-	// Permit (guarded by mu). Releasing or rejecting a gang looks up only
-	// its own members: walking every waiting pod of the scheduler, as the
-	// framework's iterator does, cost a fifth of the scheduler's CPU in
-	// scenario 1b at 5000 nodes once thousands of members waited for a
-	// slow API server. Not part of gangState: it must outlive a PodGroup
-	// deleted and created again while its members wait.
-	atPermit map[types.NamespacedName]sets.Set[types.UID]
+	// gangs holds each gang's lifecycle state: plans, verdicts,
+	// reservations, barriers, preemptions (package lifecycle). Its lock is
+	// the outermost of the plugin's (doc.go, "Locks").
+	gangs *lifecycle.Tracker
 
 	// backlog counts the members reserved and not yet bound (backlog.go).
 	backlog *bindBacklog
@@ -113,8 +104,9 @@ type Plugin struct {
 
 	// woken holds the gangs one of whose members a capacity hint queued
 	// and none of whose members has been tried since (wakeOne). Its own
-	// lock: hints run under the scheduling queue's lock, and p.mu is held
-	// while the plugin activates pods, which takes that lock.
+	// lock: hints run under the scheduling queue's lock, and the gang
+	// tracker's lock is held while the plugin activates pods, which takes
+	// that lock.
 	wokenMu sync.Mutex
 	woken   map[types.NamespacedName]bool
 
@@ -178,8 +170,6 @@ func newPlugin(ctx context.Context, args *Args, h fwk.Handle, pgClient pgclients
 		clock:             clk,
 		logger:            logger,
 		pgClient:          pgClient,
-		gangs:             map[types.NamespacedName]*gangState{},
-		atPermit:          map[types.NamespacedName]sets.Set[types.UID]{},
 		backlog:           newBindBacklog(),
 		created:           map[types.NamespacedName]time.Time{},
 		waiting:           map[types.UID]*waitState{},
@@ -187,6 +177,7 @@ func newPlugin(ctx context.Context, args *Args, h fwk.Handle, pgClient pgclients
 		waitBudget:        flowcontrol.NewTokenBucketRateLimiter(waitEventQPS, waitEventBurst),
 		woken:             map[types.NamespacedName]bool{},
 	}
+	p.gangs = lifecycle.New(lifecycle.Config{Name: Name, Clock: clk, Backoff: p.backoff(), Cluster: cluster{p}})
 	if r, ok := h.(preFilterRunner); ok {
 		p.runner = r
 	} else {
@@ -226,7 +217,7 @@ func newPlugin(ctx context.Context, args *Args, h fwk.Handle, pgClient pgclients
 		return nil, fmt.Errorf("%s: pod handler: %w", Name, err)
 	}
 	if _, err := h.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { p.changeSeq.Add(1) },
+		AddFunc:    func(any) { p.gangs.Changed() },
 		UpdateFunc: p.onNodeUpdate,
 	}); err != nil {
 		return nil, fmt.Errorf("%s: node handler: %w", Name, err)
@@ -424,11 +415,7 @@ func (p *Plugin) memberJoined(key types.NamespacedName) {
 	if pg == nil {
 		return
 	}
-	p.mu.Lock()
-	if g, ok := p.gangs[key]; ok {
-		p.forgetVerdictLocked(key, g)
-	}
-	p.mu.Unlock()
+	p.gangs.MemberJoined(key)
 	members := p.members(key)
 	if len(members) < minMember(pg) {
 		return
@@ -446,7 +433,7 @@ func (p *Plugin) onNodeUpdate(oldObj, newObj any) {
 	o, ok1 := oldObj.(*v1.Node)
 	n, ok2 := newObj.(*v1.Node)
 	if !ok1 || !ok2 || len(framework.NodeSchedulingPropertiesChange(n, o)) > 0 {
-		p.changeSeq.Add(1)
+		p.gangs.Changed()
 	}
 }
 
@@ -462,7 +449,7 @@ func (p *Plugin) onPodDelete(obj any) {
 		}
 	}
 	if pod.Spec.NodeName != "" {
-		p.changeSeq.Add(1)
+		p.gangs.Changed()
 	}
 	p.backlog.done(pod.UID)
 	p.stopWaiting(pod.UID)
@@ -491,7 +478,7 @@ func (p *Plugin) onPodGroup(oldObj, newObj any) {
 	}
 	// A new PodGroup, or a changed minMember or timeout, may let members in
 	// (PreEnqueue) or change the plan.
-	p.resized(key)
+	p.gangs.Resized(key)
 	if p.pgSynced.Load() {
 		p.activate(p.members(key)...)
 	}
@@ -513,9 +500,7 @@ func (p *Plugin) onPodGroupDelete(obj any) {
 	p.createdMu.Lock()
 	delete(p.created, key)
 	p.createdMu.Unlock()
-	p.mu.Lock()
-	delete(p.gangs, key)
-	p.mu.Unlock()
+	p.gangs.Delete(key)
 	p.wakeConsumed(key)
 	p.status.forget(key)
 }

@@ -21,24 +21,10 @@ import (
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/muster-io/muster/api"
+	"github.com/muster-io/muster/plugins/gang/internal/lifecycle"
 	"github.com/muster-io/muster/plugins/gang/plan"
 	"github.com/muster-io/muster/plugins/gang/victims"
 )
-
-// inflight is a preemption made for a gang whose victims have not all gone
-// yet. While it lasts the gang keeps the plan made with the victims removed
-// (other gangs' plans count it as held), its members stay nominated, and no
-// second preemption is made for it.
-type inflight struct {
-	victims []*v1.Pod
-	// nominated are the members nominated in memory (not the pod whose
-	// PostFilter preempted: the framework nominates it through the API).
-	nominated []*v1.Pod
-	// until bounds the wait: victims that outlive their grace period by
-	// this much no longer hold the gang back, and it is planned afresh.
-	until time.Time
-	desc  string
-}
 
 // preemptWait is how long past its victims' longest grace period a gang
 // waits for them before it plans again.
@@ -82,65 +68,15 @@ func (p *Plugin) inSnapshot(pod *v1.Pod) bool {
 	return false
 }
 
-// preemptionInFlightLocked reports whether the gang waits for the victims
-// of its preemption, with the reason to show. A finished wait clears the
-// state and the members' in-memory nominations; the plan stays and steers
-// the members to the room made. Call with p.mu held.
-func (p *Plugin) preemptionInFlightLocked(key types.NamespacedName, g *gangState, now time.Time) (string, bool) {
-	f := g.preempting
+// awaitVictims reports whether the gang waits for the victims of its
+// preemption, with the reason to show (lifecycle.Gang.AwaitVictims). Call
+// with g locked.
+func (p *Plugin) awaitVictims(g *lifecycle.Gang, key types.NamespacedName, now time.Time) (string, bool) {
+	f, left := g.AwaitVictims(now)
 	if f == nil {
 		return "", false
 	}
-	left := 0
-	for _, v := range f.victims {
-		if !p.victimGone(v) {
-			left++
-		}
-	}
-	if left == 0 || now.After(f.until) {
-		g.preempting = nil
-		for _, m := range f.nominated {
-			p.h.DeleteNominatedPodIfExists(m)
-		}
-		return "", false
-	}
-	p.retryLocked(key, g)
-	return fmt.Sprintf("gang %s: preempted %s; waiting for %d of %d victim pods to terminate", key, f.desc, left, len(f.victims)), true
-}
-
-// retryLocked activates the gang's members after BackoffSeconds, once. A
-// victim preempted while waiting at Permit goes away without a delete event.
-// Call with p.mu held.
-func (p *Plugin) retryLocked(key types.NamespacedName, g *gangState) {
-	if g.retry != nil {
-		return
-	}
-	g.retry = time.AfterFunc(p.backoff()+time.Second, func() {
-		p.mu.Lock()
-		if g, ok := p.gangs[key]; ok {
-			g.retry = nil
-		}
-		p.mu.Unlock()
-		p.activate(p.members(key)...)
-	})
-}
-
-// replanLimited reports whether gang key was sent back to planning at once
-// (its verdict forgotten) less than a backoff ago, and then makes sure its
-// members are tried again when the backoff ends. Else it records that the
-// gang is being sent back now. A plan that the planner makes and a member's
-// Filter refuses (a filter that sees what the planner does not) is released
-// and the search, which plans like the planner, finds it fitting again: sent
-// back every time, the gang kept the head of the queue and the pods behind
-// it were never tried (TestFaultStaleNominations, before nominated pods
-// counted as held). Call with p.mu held.
-func (p *Plugin) replanLimited(key types.NamespacedName, g *gangState, now time.Time) bool {
-	if now.Before(g.replanAfter) {
-		p.retryLocked(key, g)
-		return true
-	}
-	g.replanAfter = now.Add(p.backoff())
-	return false
+	return fmt.Sprintf("gang %s: preempted %s; waiting for %d of %d victim pods to terminate", key, f.Desc, left, len(f.Victims)), true
 }
 
 // preemptor describes who preempts: a gang's pending members or one pod.
@@ -234,92 +170,12 @@ func (p *Plugin) preemptForGang(ctx context.Context, pod *v1.Pod, key types.Name
 	if pr.never {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s: not preempting: preemptionPolicy is Never", key))
 	}
-	now := p.clock.Now()
-	p.mu.Lock()
-	g := p.gang(key)
-	if msg, waiting := p.preemptionInFlightLocked(key, g, now); waiting {
-		p.mu.Unlock()
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	res, f, status := p.chooseVictims(ctx, pr, key, p.clock.Now())
+	if status != nil {
+		return nil, status
 	}
-	if g.plan != nil && now.Before(g.planExpires) {
-		// A plan exists; this member's failure is the plan's business.
-		p.mu.Unlock()
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
-	}
-	if p.quorumLocked(key, g, nil) >= minMember(pg) {
-		// The quorum runs: this member is an extra, placed as room
-		// exists. Extras never preempt.
-		p.mu.Unlock()
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s: its quorum is placed; extra members wait for free room and do not preempt", key))
-	}
-	if v := g.preemptVerdict; v != nil && now.Before(v.until) && v.seq == p.changeSeq.Load() {
-		p.mu.Unlock()
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, v.message)
-	}
-	seq := p.changeSeq.Load()
-	req, pending, err := p.gangRequest(key, pg, g, pod, now)
-	if err != nil {
-		p.mu.Unlock()
-		return nil, fwk.AsStatus(err)
-	}
-	req.Held, _ = p.holdNominated(req, nominatedCounter(req, pod))
-	res, terminating, err := p.search(ctx, pr, req)
-	if err != nil {
-		var wnf *victims.WouldNotFitError
-		if !errors.As(err, &wnf) {
-			p.mu.Unlock()
-			return nil, fwk.AsStatus(err)
-		}
-		msg := api.CapReason(fmt.Sprintf("gang %s: %s", key, wnf.Error()))
-		g.preemptVerdict = &verdict{message: msg, until: now.Add(p.backoff()), seq: seq}
-		p.mu.Unlock()
-		preemptions.WithLabelValues(resultWouldNotFit).Inc()
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
-	}
-	if len(res.Units) == 0 {
-		if terminating > 0 {
-			// Room being freed already suffices: wait for it.
-			p.retryLocked(key, g)
-			p.mu.Unlock()
-			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s: fits once %d terminating pods are gone; not preempting more", key, terminating))
-		}
-		if p.replanLimited(key, g, now) {
-			p.mu.Unlock()
-			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s: fits without preemption, but was just planned again; planning again after backoff", key))
-		}
-		// It fits now (the snapshot moved since PreFilter): plan again.
-		p.forgetVerdictLocked(key, g)
-		p.mu.Unlock()
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s: fits without preemption now; planning again", key))
-	}
-	evicted := victims.Pods(res.Units)
-	f := &inflight{victims: evicted, until: now.Add(maxGrace(evicted) + preemptWait), desc: victims.Describe(res.Units)}
-	g.verdict, g.preemptVerdict, g.lastMessage, g.refused = nil, nil, "", nil
-	g.plan = res.Plan
-	g.planExpires = f.until.Add(p.permitTimeout(pg) + p.backoff())
-	g.planPods = map[types.UID]fwk.PodInfo{}
-	var nominate []*v1.Pod
-	for _, m := range pending {
-		if _, ok := res.Plan.Assignments[m.UID]; ok {
-			pi, _ := framework.NewPodInfo(m)
-			g.planPods[m.UID] = pi
-			if m.UID != pod.UID {
-				nominate = append(nominate, m)
-			}
-		}
-	}
-	f.nominated = nominate
-	g.preempting = f
-	logger := klog.FromContext(ctx)
-	for _, m := range nominate {
-		pi := g.planPods[m.UID]
-		p.h.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: res.Plan.Assignments[m.UID]})
-	}
-	p.retryLocked(key, g)
-	p.mu.Unlock()
-
-	msg := fmt.Sprintf("gang %s (priority %d): preempting %d pods of %s so that %d members fit", key, pr.priority, len(evicted), f.desc, len(res.Plan.Assignments))
-	logger.V(2).Info("Preempting for gang", "gang", key, "victims", len(evicted), "units", len(res.Units), "plans", res.Plans)
+	msg := fmt.Sprintf("gang %s (priority %d): preempting %d pods of %s so that %d members fit", key, pr.priority, len(f.Victims), f.Desc, len(res.Plan.Assignments))
+	klog.FromContext(ctx).V(2).Info("Preempting for gang", "gang", key, "victims", len(f.Victims), "units", len(res.Units), "plans", res.Plans)
 	p.recordEvent(pg, v1.EventTypeNormal, "Preempting", "Preempting", api.CapReason(msg))
 	p.evict(pr, res.Units)
 	preemptions.WithLabelValues(resultPreempted).Inc()
@@ -329,6 +185,101 @@ func (p *Plugin) preemptForGang(ctx context.Context, pod *v1.Pod, key types.Name
 		nominating = &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: node}
 	}
 	return &fwk.PostFilterResult{NominatingInfo: nominating}, fwk.NewStatus(fwk.Success, api.CapReason(msg))
+}
+
+// chooseVictims is preemptForGang's decision, with the gang's state locked
+// from the first look to the preemption recorded: the victims, and the
+// preemption it starts; or why there is none.
+func (p *Plugin) chooseVictims(ctx context.Context, pr *preemptor, key types.NamespacedName, now time.Time) (*victims.Result, lifecycle.Preemption, *fwk.Status) {
+	g := p.gangs.Lock(key)
+	defer g.Unlock()
+	if status := p.preemptionBlocked(g, pr.pg, key, now); status != nil {
+		return nil, lifecycle.Preemption{}, status
+	}
+	seq := p.gangs.Seq()
+	req, pending, err := p.gangRequest(key, pr.pg, g, pr.pod, now)
+	if err != nil {
+		return nil, lifecycle.Preemption{}, fwk.AsStatus(err)
+	}
+	req.Held, _ = p.holdNominated(req, nominatedCounter(req, pr.pod))
+	res, terminating, err := p.search(ctx, pr, req)
+	if err != nil {
+		var wnf *victims.WouldNotFitError
+		if !errors.As(err, &wnf) {
+			return nil, lifecycle.Preemption{}, fwk.AsStatus(err)
+		}
+		msg := api.CapReason(fmt.Sprintf("gang %s: %s", key, wnf.Error()))
+		g.SetPreemptVerdict(msg, now.Add(p.backoff()), seq)
+		preemptions.WithLabelValues(resultWouldNotFit).Inc()
+		return nil, lifecycle.Preemption{}, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
+	if len(res.Units) == 0 {
+		return nil, lifecycle.Preemption{}, p.fitsWithoutPreemption(g, key, terminating, now)
+	}
+	return res, p.startPreemption(ctx, g, pr, pending, res, now), nil
+}
+
+// preemptionBlocked says why the gang may not preempt now, or nil. Call
+// with g locked.
+func (p *Plugin) preemptionBlocked(g *lifecycle.Gang, pg *schedv1alpha1.PodGroup, key types.NamespacedName, now time.Time) *fwk.Status {
+	if msg, waiting := p.awaitVictims(g, key, now); waiting {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
+	if g.LivePlan(now) {
+		// A plan exists; this member's failure is the plan's business.
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
+	}
+	if g.Quorum() >= minMember(pg) {
+		// The quorum runs: this member is an extra, placed as room
+		// exists. Extras never preempt.
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s: its quorum is placed; extra members wait for free room and do not preempt", key))
+	}
+	if msg, ok := g.PreemptVerdict(now); ok {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
+	return nil
+}
+
+// fitsWithoutPreemption answers a search that found the gang fitting
+// without victims. Call with g locked.
+func (p *Plugin) fitsWithoutPreemption(g *lifecycle.Gang, key types.NamespacedName, terminating int, now time.Time) *fwk.Status {
+	if terminating > 0 {
+		// Room being freed already suffices: wait for it.
+		g.Retry()
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s: fits once %d terminating pods are gone; not preempting more", key, terminating))
+	}
+	if g.ReplanLimited(now) {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s: fits without preemption, but was just planned again; planning again after backoff", key))
+	}
+	// It fits now (the snapshot moved since PreFilter): plan again.
+	g.ForgetVerdict()
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s: fits without preemption now; planning again", key))
+}
+
+// startPreemption records the preemption of res's victims: the gang keeps
+// the plan made without them, and its pending members other than pr's pod
+// are nominated on their planned nodes in the scheduler's memory. Call with
+// g locked.
+func (p *Plugin) startPreemption(ctx context.Context, g *lifecycle.Gang, pr *preemptor, pending []*v1.Pod, res *victims.Result, now time.Time) lifecycle.Preemption {
+	evicted := victims.Pods(res.Units)
+	f := lifecycle.Preemption{Victims: evicted, Until: now.Add(maxGrace(evicted) + preemptWait), Desc: victims.Describe(res.Units)}
+	planPods := map[types.UID]fwk.PodInfo{}
+	for _, m := range pending {
+		if _, ok := res.Plan.Assignments[m.UID]; ok {
+			pi, _ := framework.NewPodInfo(m)
+			planPods[m.UID] = pi
+			if m.UID != pr.pod.UID {
+				f.Nominated = append(f.Nominated, m)
+			}
+		}
+	}
+	g.StartPreemption(f, res.Plan, planPods, f.Until.Add(p.permitTimeout(pr.pg)+p.backoff()))
+	logger := klog.FromContext(ctx)
+	for _, m := range f.Nominated {
+		p.h.AddNominatedPod(logger, planPods[m.UID], &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: res.Plan.Assignments[m.UID]})
+	}
+	g.Retry()
+	return f
 }
 
 // preemptForPod is PostFilter for a pod scheduled alone (gang-free): the
@@ -355,16 +306,13 @@ func (p *Plugin) preemptForPod(ctx context.Context, pod *v1.Pod) (*fwk.PostFilte
 			}
 		}
 	}
-	now := p.clock.Now()
-	p.mu.Lock()
 	req := plan.Request{
 		Gang:      fmt.Sprintf("%s/%s", pod.Namespace, pod.Name),
 		MinMember: 1,
 		Pending:   []*v1.Pod{pod},
 		Nodes:     nodes,
-		Held:      p.held(types.NamespacedName{}, now),
+		Held:      p.gangs.Held(types.NamespacedName{}, p.clock.Now()),
 	}
-	p.mu.Unlock()
 	if p.runner != nil {
 		req.Filter = p.planFilter()
 	}
@@ -450,14 +398,7 @@ func (p *Plugin) evict(pr *preemptor, units []*victims.Unit) {
 		if pr.pg == nil {
 			return
 		}
-		p.mu.Lock()
-		if g, ok := p.gangs[pr.gang]; ok && g.preempting != nil {
-			for _, m := range g.preempting.nominated {
-				p.h.DeleteNominatedPodIfExists(m)
-			}
-			g.preempting, g.plan, g.planPods = nil, nil, nil
-		}
-		p.mu.Unlock()
+		p.gangs.PreemptionFailed(pr.gang)
 		p.activate(p.members(pr.gang)...)
 	}()
 }

@@ -133,42 +133,7 @@ func TestPostFilterPreemptsWholeGang(t *testing.T) {
 	}
 	// The victims are deleted through the API, each with DisruptionTarget
 	// naming the preemptor gang first; the mid gang is not touched.
-	if err := wait.PollUntilContextTimeout(e.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		l, err := e.cs.CoreV1().Pods("ns").List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, p := range l.Items {
-			if strings.HasPrefix(p.Name, "low-") {
-				return false, nil
-			}
-		}
-		return true, nil
-	}); err != nil {
-		t.Fatalf("victims not deleted: %v", err)
-	}
-	patched := map[string]bool{}
-	for _, a := range e.cs.Actions() {
-		if a.GetVerb() == "patch" && a.GetSubresource() == "status" {
-			pa := a.(interface {
-				GetName() string
-				GetPatch() []byte
-			})
-			if strings.Contains(string(pa.GetPatch()), string(v1.DisruptionTarget)) && strings.Contains(string(pa.GetPatch()), "gang ns/hi") {
-				patched[pa.GetName()] = true
-			}
-		}
-		if a.GetVerb() == "delete" {
-			if name := a.(interface{ GetName() string }).GetName(); strings.HasPrefix(name, "mid-") {
-				t.Errorf("mid gang member %s deleted", name)
-			}
-		}
-	}
-	for _, p := range running[:4] {
-		if !patched[p.Name] {
-			t.Errorf("victim %s: no DisruptionTarget patch naming gang ns/hi before its delete", p.Name)
-		}
-	}
+	checkEvictedWhole(t, e, running[:4], "low-", "mid-", "gang ns/hi")
 
 	// The victims are still in the scheduler's view: the members wait and
 	// no second preemption is made.
@@ -207,6 +172,50 @@ func TestPostFilterPreemptsWholeGang(t *testing.T) {
 	}
 	if left := e.fh.NominatedPodsForNode("n1"); len(left) != 0 {
 		t.Errorf("%d in-memory nominations left once the wait ended", len(left))
+	}
+}
+
+// checkEvictedWhole waits until every pod named with prefix victim is
+// deleted through the API, and checks that each victim got a
+// DisruptionTarget condition naming preemptor before, and that no pod named
+// with prefix untouched was deleted.
+func checkEvictedWhole(t *testing.T, e *preemptEnv, victims []*v1.Pod, victim, untouched, preemptor string) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(e.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		l, err := e.cs.CoreV1().Pods("ns").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, p := range l.Items {
+			if strings.HasPrefix(p.Name, victim) {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		t.Fatalf("victims not deleted: %v", err)
+	}
+	patched := map[string]bool{}
+	for _, a := range e.cs.Actions() {
+		if a.GetVerb() == "patch" && a.GetSubresource() == "status" {
+			pa := a.(interface {
+				GetName() string
+				GetPatch() []byte
+			})
+			if strings.Contains(string(pa.GetPatch()), string(v1.DisruptionTarget)) && strings.Contains(string(pa.GetPatch()), preemptor) {
+				patched[pa.GetName()] = true
+			}
+		}
+		if a.GetVerb() == "delete" {
+			if name := a.(interface{ GetName() string }).GetName(); strings.HasPrefix(name, untouched) {
+				t.Errorf("%s deleted, though not a victim", name)
+			}
+		}
+	}
+	for _, p := range victims {
+		if !patched[p.Name] {
+			t.Errorf("victim %s: no DisruptionTarget patch naming %s before its delete", p.Name, preemptor)
+		}
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/muster-io/muster/plugins/gang/internal/lifecycle"
 	"github.com/muster-io/muster/plugins/gang/plan"
 )
 
@@ -58,8 +59,8 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Po
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
 	}
 	// The backlog first: it is almost always below its bound, and asking
-	// it costs no second hold of p.mu per member.
-	if p.backlog.full() && !p.hasPlan(key) {
+	// it costs no second hold of the gang tracker's lock per member.
+	if p.backlog.full() && !p.gangs.HasPlan(key) {
 		// A new gang waits while too many members are still being bound
 		// (backlog.go); members of planned gangs go on and drain it.
 		if waited := p.backlog.wait(ctx, p.clock); waited > 0 {
@@ -75,41 +76,32 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	return &fwk.PreFilterResult{NodeNames: sets.New(node)}, nil
 }
 
-// hasPlan reports whether gang key has a placement its members follow.
-func (p *Plugin) hasPlan(key types.NamespacedName) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	g, ok := p.gangs[key]
-	return ok && g.plan != nil
-}
-
 // PreFilterExtensions returns nil: the plugin keeps no per-pod filter state
 // that preemption's what-if would have to update.
 func (p *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
 // planFor returns the planned node of pod, computing a plan when needed.
+// The gang's state stays locked from the first look to the plan or verdict
+// stored: no release, Unreserve or member gone interleaves with a plan
+// made from what the other gangs hold.
 func (p *Plugin) planFor(ctx context.Context, pod *v1.Pod, pg *schedv1alpha1.PodGroup, key types.NamespacedName) (string, *fwk.Status) {
-	logger := klog.FromContext(ctx)
 	now := p.clock.Now()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	g := p.gang(key)
+	g := p.gangs.Lock(key)
+	defer g.Unlock()
 
-	if msg, waiting := p.preemptionInFlightLocked(key, g, now); waiting {
+	if msg, waiting := p.awaitVictims(g, key, now); waiting {
 		return "", fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
-	if v := g.verdict; v != nil && now.Before(v.until) && v.seq == p.changeSeq.Load() {
+	if msg, ok := g.Verdict(now); ok {
 		attempts.WithLabelValues(resultCached).Inc()
-		g.noteRefused(pod.UID)
-		return "", fwk.NewStatus(fwk.UnschedulableAndUnresolvable, v.message)
+		g.NoteRefused(pod.UID)
+		return "", fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
-	if g.plan != nil && now.Before(g.planExpires) {
-		if node, ok := g.plan.Assignments[pod.UID]; ok && p.planStillFits(g, node) {
-			return node, nil
-		}
+	if node, ok := g.PlannedNode(pod.UID, now); ok && p.planStillFits(node, g.UnreservedOn(node)) {
+		return node, nil
 	}
 
-	seq := p.changeSeq.Load()
+	seq := p.gangs.Seq()
 	req, pending, err := p.gangRequest(key, pg, g, pod, now)
 	if err != nil {
 		return "", fwk.AsStatus(err)
@@ -120,56 +112,48 @@ func (p *Plugin) planFor(ctx context.Context, pod *v1.Pod, pg *schedv1alpha1.Pod
 	}
 	var noPlace *plan.NoPlacementError
 	if errors.As(err, &noPlace) {
-		attempts.WithLabelValues(resultNoPlacement).Inc()
-		hadPlan := g.plan != nil
-		g.plan, g.planPods = nil, nil
-		// Members already waiting at Permit hold capacity the gang cannot
-		// use now: let them go.
-		p.closeBarrier(g)
-		if rejected := p.rejectWaitingLocked(key, g, noPlace.Message); rejected > 0 || hadPlan {
-			// The verdict stays fresh only if nothing else changed while
-			// the plan was computed.
-			if p.capacityFreedLocked(key) == seq+1 {
-				seq++
-			}
-		}
-		g.verdict = &verdict{message: noPlace.Message, until: now.Add(p.backoff()), seq: seq}
-		if g.lastMessage != noPlace.Message {
-			g.lastMessage = noPlace.Message
-			p.recordEvent(pg, v1.EventTypeWarning, "GangUnschedulable", "Scheduling", noPlace.Message)
-		}
-		logger.V(3).Info("No placement for gang", "gang", key, "reason", noPlace.Message)
-		p.status.enqueue(key)
-		// Every member must show why the gang waits (autoscalers and people
-		// read PodScheduled on each pod). Members held back before the last
-		// one was labelled sit in the unschedulable pool with nothing to
-		// bring them back; activate them so each takes the cached verdict
-		// as its condition. Only those not refused yet: a member already
-		// refused shows why the gang waits, and the capacity hints queue it
-		// again whenever a verdict may change. Activating every member on
-		// every fresh verdict fed on itself while capacity churned: each
-		// activated member that found the verdict stale planned again and
-		// activated the others again (26 000 failed attempts for 1 600
-		// pods in scenario 2 with SchedulerAsyncAPICalls, whose
-		// asynchronous status patches no longer slowed the loop down).
-		g.noteRefused(pod.UID)
-		var others []*v1.Pod
-		for _, m := range pending {
-			if m.UID != pod.UID && !g.refused[m.UID] {
-				others = append(others, m)
-			}
-		}
-		p.activate(others...)
-		return "", fwk.NewStatus(fwk.UnschedulableAndUnresolvable, noPlace.Message)
+		return "", p.noPlacement(ctx, g, pod, pg, key, pending, noPlace.Message, seq, now)
 	}
 	if err != nil {
 		return "", fwk.AsStatus(err)
 	}
+	return p.planned(ctx, g, pod, pg, key, pending, result, now)
+}
+
+// noPlacement is planFor's answer when the gang has no placement: the gang
+// takes msg as its verdict (its plan and its members waiting at Permit go,
+// lifecycle.Gang.NoPlacement) and its members are shown why. Call with g
+// locked.
+func (p *Plugin) noPlacement(ctx context.Context, g *lifecycle.Gang, pod *v1.Pod, pg *schedv1alpha1.PodGroup, key types.NamespacedName, pending []*v1.Pod, msg string, seq int64, now time.Time) *fwk.Status {
+	attempts.WithLabelValues(resultNoPlacement).Inc()
+	if g.NoPlacement(msg, now.Add(p.backoff()), seq) {
+		p.recordEvent(pg, v1.EventTypeWarning, "GangUnschedulable", "Scheduling", msg)
+	}
+	klog.FromContext(ctx).V(3).Info("No placement for gang", "gang", key, "reason", msg)
+	p.status.enqueue(key)
+	// Every member must show why the gang waits (autoscalers and people
+	// read PodScheduled on each pod). Members held back before the last
+	// one was labelled sit in the unschedulable pool with nothing to
+	// bring them back; activate them so each takes the cached verdict
+	// as its condition. Only those not refused yet: a member already
+	// refused shows why the gang waits, and the capacity hints queue it
+	// again whenever a verdict may change. Activating every member on
+	// every fresh verdict fed on itself while capacity churned: each
+	// activated member that found the verdict stale planned again and
+	// activated the others again (26 000 failed attempts for 1 600
+	// pods in scenario 2 with SchedulerAsyncAPICalls, whose
+	// asynchronous status patches no longer slowed the loop down).
+	g.NoteRefused(pod.UID)
+	p.activate(g.NotRefused(pending, pod.UID)...)
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+}
+
+// planned is planFor's answer once result places the gang: the plan is
+// stored and the planned siblings are brought to the active queue. Call
+// with g locked.
+func (p *Plugin) planned(ctx context.Context, g *lifecycle.Gang, pod *v1.Pod, pg *schedv1alpha1.PodGroup, key types.NamespacedName, pending []*v1.Pod, result *plan.Plan, now time.Time) (string, *fwk.Status) {
 	attempts.WithLabelValues(resultPlanned).Inc()
-	g.verdict, g.lastMessage, g.refused = nil, "", nil
-	g.plan = result
-	g.planExpires = now.Add(p.permitTimeout(pg) + p.backoff())
-	g.planPods = map[types.UID]fwk.PodInfo{}
+	planPods := map[types.UID]fwk.PodInfo{}
 	var siblings []*v1.Pod
 	for _, m := range pending {
 		// A nomination elsewhere is stale (dropNomination): the
@@ -182,13 +166,14 @@ func (p *Plugin) planFor(ctx context.Context, pod *v1.Pod, pg *schedv1alpha1.Pod
 		}
 		if _, ok := result.Assignments[m.UID]; ok {
 			pi, _ := framework.NewPodInfo(m)
-			g.planPods[m.UID] = pi
+			planPods[m.UID] = pi
 			if m.UID != pod.UID {
 				siblings = append(siblings, m)
 			}
 		}
 	}
-	logger.V(3).Info("Planned gang", "gang", key, "members", len(result.Assignments), "domain", result.Domain, "relaxed", result.Relaxed)
+	g.StorePlan(result, planPods, now.Add(p.permitTimeout(pg)+p.backoff()))
+	klog.FromContext(ctx).V(3).Info("Planned gang", "gang", key, "members", len(result.Assignments), "domain", result.Domain, "relaxed", result.Relaxed)
 	// Siblings rejected earlier sit in the unschedulable pool; bring them
 	// to the active queue so the barrier fills quickly.
 	p.activate(siblings...)
@@ -202,14 +187,14 @@ func (p *Plugin) planFor(ctx context.Context, pod *v1.Pod, pg *schedv1alpha1.Pod
 
 // gangRequest is the plan request for the gang's pending members, pod
 // among them: members bound or reserved stay where they are (Placed), and
-// what other gangs' plans hold counts as used. Call with p.mu held.
-func (p *Plugin) gangRequest(key types.NamespacedName, pg *schedv1alpha1.PodGroup, g *gangState, pod *v1.Pod, now time.Time) (plan.Request, []*v1.Pod, error) {
+// what other gangs' plans hold counts as used. Call with g locked.
+func (p *Plugin) gangRequest(key types.NamespacedName, pg *schedv1alpha1.PodGroup, g *lifecycle.Gang, pod *v1.Pod, now time.Time) (plan.Request, []*v1.Pod, error) {
 	members := p.members(key)
 	var pending []*v1.Pod
 	var placed []string
 	seen := false
 	for _, m := range members {
-		switch node, reserved := g.reserved[m.UID]; {
+		switch node, reserved := g.ReservedNode(m.UID); {
 		case m.Spec.NodeName != "":
 			placed = append(placed, m.Spec.NodeName)
 		case reserved:
@@ -235,7 +220,7 @@ func (p *Plugin) gangRequest(key types.NamespacedName, pg *schedv1alpha1.PodGrou
 		Pending:   pending,
 		Placed:    placed,
 		Nodes:     nodes,
-		Held:      p.held(key, now),
+		Held:      g.HeldByOthers(now),
 		Topology:  p.topology(pg),
 		Parallelize: func(ctx context.Context, pieces int, fn func(int)) {
 			p.h.Parallelizer().Until(ctx, pieces, fn, Name)
@@ -247,25 +232,13 @@ func (p *Plugin) gangRequest(key types.NamespacedName, pg *schedv1alpha1.PodGrou
 	return req, pending, nil
 }
 
-// planStillFits checks, by resources only, that the node still has room for
-// the members planned there and not yet reserved; the real filters run on
-// the node in this cycle anyway. Call with p.mu held.
-func (p *Plugin) planStillFits(g *gangState, node string) bool {
+// planStillFits checks, by resources only, that node still has room for
+// pods, the members planned there and not yet reserved; the real filters
+// run on the node in this cycle anyway.
+func (p *Plugin) planStillFits(node string, pods []fwk.PodInfo) bool {
 	ni, err := p.h.SnapshotSharedLister().NodeInfos().Get(node)
 	if err != nil || ni.Node() == nil {
 		return false
-	}
-	var pods []fwk.PodInfo
-	for uid, n := range g.plan.Assignments {
-		if n != node {
-			continue
-		}
-		if _, done := g.reserved[uid]; done {
-			continue
-		}
-		if pi, ok := g.planPods[uid]; ok {
-			pods = append(pods, pi)
-		}
 	}
 	return plan.FitsResources(ni, pods)
 }
@@ -312,7 +285,7 @@ func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.P
 	}
 	if cs == nil || cs.node == "" {
 		res, status := p.preemptForGang(ctx, pod, key)
-		if res == nil && !p.preempting(key) {
+		if res == nil && !p.gangs.Preempting(key) {
 			res = dropNomination()
 		}
 		return res, status
@@ -334,13 +307,4 @@ func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.P
 // autoscaler counts the pod on that node.
 func dropNomination() *fwk.PostFilterResult {
 	return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride}}
-}
-
-// preempting reports whether gang key waits for the victims of its
-// preemption; its members' nominations hold the room being freed.
-func (p *Plugin) preempting(key types.NamespacedName) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	g, ok := p.gangs[key]
-	return ok && g.preempting != nil
 }

@@ -354,12 +354,12 @@ func (p *Plugin) wakeConsumed(key types.NamespacedName) {
 
 // capacityChanged makes a cached "no placement" verdict stale before the
 // member the hint queues is tried again. The plugin's own informer handlers
-// count the change too (changeSeq), but they run on their own goroutine and
-// may see it after the scheduler has already retried the member: the retry
-// then met the old verdict, went back to the unschedulable pool, and
-// nothing woke it again (a gang left waiting for minutes after its room
-// came back).
-func (p *Plugin) capacityChanged() { p.changeSeq.Add(1) }
+// count the change too (Tracker.Changed), but they run on their own
+// goroutine and may see it after the scheduler has already retried the
+// member: the retry then met the old verdict, went back to the
+// unschedulable pool, and nothing woke it again (a gang left waiting for
+// minutes after its room came back).
+func (p *Plugin) capacityChanged() { p.gangs.Changed() }
 
 // mayNeedCapacity is true for a member that more room could help: one
 // refused for lack of it. A member PreEnqueue holds back waits for its

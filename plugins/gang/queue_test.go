@@ -151,9 +151,9 @@ func TestNodeUpdateCountsOnlyWhatMayFreeRoom(t *testing.T) {
 	e := newBarrierEnv(t, nil, nil, nil)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			before := e.pl.changeSeq.Load()
+			before := e.pl.gangs.Seq()
 			e.pl.onNodeUpdate(node(tc.from), node(tc.to))
-			if got := e.pl.changeSeq.Load() != before; got != tc.wantCounted {
+			if got := e.pl.gangs.Seq() != before; got != tc.wantCounted {
 				t.Errorf("counted %v, want %v", got, tc.wantCounted)
 			}
 		})

@@ -75,10 +75,7 @@ func TestRefusedPodsSayWhy(t *testing.T) {
 			}
 		})
 	}
-	e.pl.mu.Lock()
-	n := len(e.pl.gangs)
-	e.pl.mu.Unlock()
-	if n != 0 {
+	if n := e.pl.gangs.Len(); n != 0 {
 		t.Errorf("plugin keeps state for %d gangs, want none", n)
 	}
 }

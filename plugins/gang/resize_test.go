@@ -16,12 +16,7 @@ import (
 )
 
 func gangVerdict(e *barrierEnv, gang string) string {
-	e.pl.mu.Lock()
-	defer e.pl.mu.Unlock()
-	if g, ok := e.pl.gangs[types.NamespacedName{Namespace: "ns", Name: gang}]; ok && g.verdict != nil {
-		return g.verdict.message
-	}
-	return ""
+	return e.pl.gangs.Inspect(types.NamespacedName{Namespace: "ns", Name: gang}).Verdict
 }
 
 // A gang refused for lack of room and then scaled down to what fits is
@@ -193,22 +188,20 @@ func TestPlannedMemberGoneWakesTheRest(t *testing.T) {
 	if len(waiting) != 1 {
 		t.Fatalf("no member planned and waiting at Permit (left out: %d)", len(left))
 	}
-	e.pl.mu.Lock()
-	g := e.pl.gangs[types.NamespacedName{Namespace: "ns", Name: "g"}]
+	planned := e.pl.gangs.Inspect(types.NamespacedName{Namespace: "ns", Name: "g"}).Plan
 	var gone, out *v1.Pod
 	for _, p := range pods {
 		if p.UID == waiting[0].UID {
 			continue
 		}
-		if _, planned := g.plan.Assignments[p.UID]; planned {
+		if _, ok := planned[p.UID]; ok {
 			gone = p
 		} else {
 			out = p
 		}
 	}
-	e.pl.mu.Unlock()
 	if gone == nil || out == nil {
-		t.Fatalf("plan %v: want one more planned member and one left out", g.plan.Assignments)
+		t.Fatalf("plan %v: want one more planned member and one left out", planned)
 	}
 	e.act.take()
 

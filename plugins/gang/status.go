@@ -110,15 +110,7 @@ func (p *Plugin) desiredStatus(pg *schedv1alpha1.PodGroup, key types.NamespacedN
 			running++
 		}
 	}
-	p.mu.Lock()
-	inFlight := 0
-	if g, ok := p.gangs[key]; ok {
-		inFlight = len(g.reserved)
-		if g.plan != nil {
-			inFlight += len(g.plan.Assignments)
-		}
-	}
-	p.mu.Unlock()
+	inFlight := p.gangs.InFlight(key)
 	want := minMember(pg)
 	st.Running = int32(running)
 	switch {
@@ -195,13 +187,7 @@ func (p *Plugin) observeBound(key types.NamespacedName) {
 	if bound < minMember(pg) {
 		return
 	}
-	p.mu.Lock()
-	g := p.gang(key)
-	seen := g.quorumObserved == pg.UID
-	g.quorumObserved = pg.UID
-	g.partialSince = time.Time{}
-	p.mu.Unlock()
-	if !seen && !first.IsZero() {
+	if p.gangs.QuorumBound(key, pg.UID) && !first.IsZero() {
 		timeToBound.Observe(p.clock.Since(first).Seconds())
 	}
 }
@@ -218,12 +204,7 @@ func (p *Plugin) noteElastic(pg *schedv1alpha1.PodGroup, key types.NamespacedNam
 		return
 	}
 	msg := elasticSummary(key, members, want)
-	p.mu.Lock()
-	g := p.gang(key)
-	changed := g.lastElastic != msg
-	g.lastElastic = msg
-	p.mu.Unlock()
-	if changed {
+	if p.gangs.NoteElastic(key, msg) {
 		p.recordEvent(pg, v1.EventTypeNormal, "GangElastic", "Scheduling", msg)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	pgfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
 	pglisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
+
+	"github.com/muster-io/muster/plugins/gang/internal/lifecycle"
 )
 
 // A PodGroup's status is written only on change and at most once per
@@ -27,7 +29,7 @@ func TestStatusWritesCoalesce(t *testing.T) {
 	podStore := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{gangIndex: indexByGang})
 	clk := testingclock.NewFakeClock(t0)
 	p := &Plugin{clock: clk, pgClient: client, pgLister: pglisters.NewPodGroupLister(pgStore),
-		podIndexer: podStore, indexed: true, gangs: map[types.NamespacedName]*gangState{}}
+		podIndexer: podStore, indexed: true, gangs: lifecycle.New(lifecycle.Config{Name: Name, Clock: clk})}
 	p.pgSynced.Store(true)
 	p.leading.Store(true)
 	p.status = newStatusUpdater(p)

@@ -244,6 +244,14 @@ func TestSearchVictims(t *testing.T) {
 			n:       3, gpus: 8, prio: 100,
 			wantErr: "would not fit even after evicting all 16 lower-priority pods",
 		},
+	}
+	checkVictimCases(t, cases)
+}
+
+// Extras of elastic gangs and other mechanisms' gangs are units too.
+func TestSearchVictimsExtrasAndForeign(t *testing.T) {
+	two := []string{"n1", "n2"}
+	cases := []victimCase{
 		{
 			name: "elastic extras go first, before any whole gang", gpusPerNode: 4, nodes: two,
 			running: slices.Concat(gangOfPods("e", 3, 1, 5, time.Hour, "n1"), gangOfPods("b", 4, 1, 1, time.Hour, "n2")),
@@ -280,6 +288,13 @@ func TestSearchVictims(t *testing.T) {
 			want: []string{"Volcano gang ns/vg"},
 		},
 	}
+	checkVictimCases(t, cases)
+}
+
+// checkVictimCases runs each case's search and compares the victims (or
+// the error) with the case's.
+func checkVictimCases(t *testing.T, cases []victimCase) {
+	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := runVictimCase(t, tc)
