@@ -17,6 +17,10 @@ type packing struct {
 	// it on every such node once the members before it were placed
 	// (packSession only).
 	blocked bool
+	// order and shape: the members in the order placed, and the index of
+	// each one's shape (packSession only).
+	order []types.UID
+	shape map[types.UID]int
 }
 
 // taken holds what one packing attempt took from nodes, copied on first
@@ -145,7 +149,7 @@ func (p *planner) packSession(idx []int) packing {
 		}
 		return p.nodes[ni].info
 	}
-	res := packing{out: map[types.UID]string{}}
+	res := packing{out: map[types.UID]string{}, shape: map[types.UID]int{}}
 	for _, si := range p.packOrder() {
 		s := p.shapes[si]
 		order := p.sessionOrder(si, idx, t)
@@ -175,6 +179,8 @@ func (p *planner) packSession(idx []int) packing {
 			}
 			c.AddPodInfo(pi)
 			res.out[m.UID] = p.nodes[ni].name
+			res.order = append(res.order, m.UID)
+			res.shape[m.UID] = si
 			t.take(ni, s.request)
 			res.placed++
 		}

@@ -65,9 +65,14 @@ type Plan struct {
 	// without them.
 	Unplaced []types.UID
 	// Ordered: the members interfere with each other's filters, and the
-	// plan holds when they are reserved in the order of Request.Pending,
-	// each on its node.
+	// plan holds when they are reserved in Order, each on its node.
 	Ordered bool
+	// Order is the order the planner placed the members in (Ordered
+	// plans only), and Shape each placed member's shape: members of one
+	// shape are interchangeable, so the one the scheduler tries first may
+	// take the first slot of its shape (see lifecycle.Gang.PlannedNode).
+	Order []types.UID
+	Shape map[types.UID]int
 }
 
 // NoPlacementError says why no plan exists. Message is meant for people: it is
@@ -346,6 +351,9 @@ func (p *planner) solve() (*Plan, error) {
 		}
 		if res.placed >= need {
 			plan := &Plan{Assignments: res.out, Domain: set.name, Relaxed: set.relaxed && p.req.Topology.Key != "", Ordered: p.interfering}
+			if p.interfering {
+				plan.Order, plan.Shape = res.order, res.shape
+			}
 			for _, pod := range p.req.Pending {
 				if _, ok := res.out[pod.UID]; !ok {
 					plan.Unplaced = append(plan.Unplaced, pod.UID)

@@ -53,8 +53,8 @@ func TestInterferingMembersAreJudgedWithThoseBefore(t *testing.T) {
 	if diff := cmp.Diff("n1=1,n2=1,n3=1", perNode(got.Assignments)); diff != "" {
 		t.Errorf("(-want, +got):\n%s", diff)
 	}
-	if !got.Ordered {
-		t.Error("a plan of interfering members must say it is Ordered")
+	if !got.Ordered || len(got.Order) != 3 || got.Order[0] != members[0].UID || len(got.Shape) != 3 {
+		t.Errorf("a plan of interfering members must be Ordered with the members in the order placed; got ordered %v, order %v, shapes %v", got.Ordered, got.Order, got.Shape)
 	}
 	// The snapshot given to the planner is never changed.
 	for _, ni := range nodes {

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -86,13 +87,46 @@ func (g *Gang) LivePlan(now time.Time) bool {
 }
 
 // PlannedNode returns member uid's node in the gang's plan, if the plan has
-// not expired at now and places it.
+// not expired at now and places it. In an Ordered plan (members whose
+// filters see each other: spread, affinity) each member holds only with
+// those before it in the plan's order in place, and the scheduler tries
+// members in its own order; so the member tried takes the first slot of
+// its shape not reserved yet, trading with the member that had it (members
+// of a shape are interchangeable). Without that, a member tried early on a
+// late slot failed its node's filters and released the gang, again and
+// again.
 func (g *Gang) PlannedNode(uid types.UID, now time.Time) (string, bool) {
 	if !g.LivePlan(now) {
 		return "", false
 	}
-	node, ok := g.s.plan.Assignments[uid]
+	p := g.s.plan
+	if p.Ordered {
+		g.takeFirstSlot(p, uid)
+	}
+	node, ok := p.Assignments[uid]
 	return node, ok
+}
+
+// takeFirstSlot gives uid the first slot of its shape in p's order that is
+// not reserved, trading slots (nodes and places in the order) with its
+// holder.
+func (g *Gang) takeFirstSlot(p *plan.Plan, uid types.UID) {
+	shape, ok := p.Shape[uid]
+	if !ok {
+		return
+	}
+	mine := slices.Index(p.Order, uid)
+	for i, o := range p.Order {
+		if i >= mine {
+			return
+		}
+		if _, done := g.s.reserved[o]; done || p.Shape[o] != shape {
+			continue
+		}
+		p.Assignments[uid], p.Assignments[o] = p.Assignments[o], p.Assignments[uid]
+		p.Order[i], p.Order[mine] = uid, o
+		return
+	}
 }
 
 // UnreservedOn returns the pod infos of the members the plan puts on node

@@ -220,3 +220,39 @@ func TestRefusedMembers(t *testing.T) {
 		t.Errorf("after a plan: NotRefused %v, want %v", got, want)
 	}
 }
+
+// In an Ordered plan the member the scheduler tries takes the first slot
+// of its shape not reserved yet, whichever member the planner put there;
+// members of another shape keep theirs.
+func TestOrderedPlanGivesSlotsInTheOrderTried(t *testing.T) {
+	tr, c, _ := newTracker(t)
+	pods := c.gang("g", pod("a"), pod("b"), pod("c"), pod("leader"))
+	p, infos := planOf(t, pods, "x", "y", "z", "l")
+	p.Ordered = true
+	p.Order = []types.UID{pods[0].UID, pods[1].UID, pods[2].UID, pods[3].UID}
+	p.Shape = map[types.UID]int{pods[0].UID: 0, pods[1].UID: 0, pods[2].UID: 0, pods[3].UID: 1}
+	g := tr.Lock(gangKey("g"))
+	g.StorePlan(p, infos, t0.Add(time.Minute))
+	g.Unlock()
+	var got []string
+	for _, i := range []int{2, 3, 1, 0} { // c first, then the leader, b, a
+		g := tr.Lock(gangKey("g"))
+		node, ok := g.PlannedNode(pods[i].UID, t0)
+		g.Unlock()
+		if !ok {
+			t.Fatalf("%s: no planned node", pods[i].Name)
+		}
+		got = append(got, pods[i].Name+"="+node)
+		tr.Reserve(gangKey("g"), pods[i].UID, node)
+	}
+	if diff := cmp.Diff([]string{"c=x", "leader=l", "b=y", "a=z"}, got); diff != "" {
+		t.Errorf("slots in the order tried (-want, +got):\n%s", diff)
+	}
+	// Asked again, a reserved member keeps its slot.
+	g = tr.Lock(gangKey("g"))
+	node, _ := g.PlannedNode(pods[2].UID, t0)
+	g.Unlock()
+	if node != "x" {
+		t.Errorf("c asked again: %s, want x", node)
+	}
+}
