@@ -17,30 +17,40 @@ import (
 // RemoveFromNodes returns the snapshot with the removed pods taken off their
 // nodes; only the nodes that change are copied.
 func RemoveFromNodes(logger klog.Logger, nodes []fwk.NodeInfo, removed map[types.UID]bool) []fwk.NodeInfo {
+	out, _ := removeFromNodes(logger, nodes, removed)
+	return out
+}
+
+// removeFromNodes is RemoveFromNodes that also returns the pods it took
+// off, with their nodes as they were: a planner's filter built on the
+// scheduler's snapshot forgets them too (plan.Request.Removed).
+func removeFromNodes(logger klog.Logger, nodes []fwk.NodeInfo, removed map[types.UID]bool) ([]fwk.NodeInfo, []plan.PodOnNode) {
 	if len(removed) == 0 {
-		return nodes
+		return nodes, nil
 	}
 	out := make([]fwk.NodeInfo, len(nodes))
+	var gone []plan.PodOnNode
 	for i, ni := range nodes {
 		out[i] = ni
-		var drop []*v1.Pod
+		var drop []fwk.PodInfo
 		for _, pi := range ni.GetPods() {
 			if removed[pi.GetPod().UID] {
-				drop = append(drop, pi.GetPod())
+				drop = append(drop, pi)
+				gone = append(gone, plan.PodOnNode{Pod: pi, Node: ni})
 			}
 		}
 		if len(drop) == 0 {
 			continue
 		}
 		clone := ni.Snapshot()
-		for _, pod := range drop {
-			if err := clone.RemovePod(logger, pod); err != nil {
-				logger.V(4).Info("Removing a victim from a node copy", "pod", klog.KObj(pod), "err", err)
+		for _, pi := range drop {
+			if err := clone.RemovePod(logger, pi.GetPod()); err != nil {
+				logger.V(4).Info("Removing a victim from a node copy", "pod", klog.KObj(pi.GetPod()), "err", err)
 			}
 		}
 		out[i] = clone
 	}
-	return out
+	return out, gone
 }
 
 // Describe names the units for events and messages, capped.
@@ -72,10 +82,14 @@ func Find(ctx context.Context, req plan.Request, in Input) (*Result, int, error)
 	if in.Nodes == nil {
 		in.Nodes = req.Nodes
 	}
-	base := RemoveFromNodes(logger, req.Nodes, terminating)
+	base, gone := removeFromNodes(logger, req.Nodes, terminating)
 	res, err := Search(ctx, Build(in), func(ctx context.Context, removed map[types.UID]bool) (*plan.Plan, error) {
 		r := req
-		r.Nodes = RemoveFromNodes(logger, base, removed)
+		var victims []plan.PodOnNode
+		r.Nodes, victims = removeFromNodes(logger, base, removed)
+		// The filters' own view of the cluster (affinity and spread
+		// counts) loses the victims and terminating pods too.
+		r.Removed = append(append(append([]plan.PodOnNode(nil), req.Removed...), gone...), victims...)
 		return plan.Compute(ctx, r)
 	}, NewShortfall(req.Pending, base))
 	return res, len(terminating), err

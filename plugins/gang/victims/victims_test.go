@@ -483,3 +483,47 @@ func TestBuildWithoutLowerPriorityPods(t *testing.T) {
 		})
 	}
 }
+
+// blockerFilter stands in for a filter that sees the whole cluster (a
+// running pod's anti-affinity against the preemptor): it refuses every
+// node while pod uid-lo-0 is in its view, whatever the node holds.
+type blockerFilter struct{ gone map[types.UID]bool }
+
+func (f blockerFilter) Check(context.Context, *plan.Shape, fwk.NodeInfo) bool {
+	return f.gone["uid-lo-0"]
+}
+
+func (f blockerFilter) Session(ctx context.Context) plan.Session {
+	return plan.FilterFunc(f.Check).Session(ctx)
+}
+
+func (f blockerFilter) Without(removed []plan.PodOnNode) plan.Filter {
+	g := blockerFilter{gone: map[types.UID]bool{}}
+	for uid := range f.gone {
+		g.gone[uid] = true
+	}
+	for _, r := range removed {
+		g.gone[r.Pod.GetPod().UID] = true
+	}
+	return g
+}
+
+// TestFindTellsTheFilterWhatIsGone: the victims Find tries are gone from
+// the filters' view too, not only from their nodes.
+func TestFindTellsTheFilterWhatIsGone(t *testing.T) {
+	nodes := victimNodes(8, []string{"n1"}, gangOfPods("lo", 1, 8, 1, time.Hour, "n1"))
+	req := plan.Request{Gang: "ns/hi", MinMember: 1, Pending: preemptorPods(1, 8), Nodes: nodes, Filter: blockerFilter{}}
+	in := Input{
+		Priority:  100,
+		Own:       func(p *v1.Pod) bool { return p.Labels[api.LabelPodGroup] == "hi" },
+		MinMember: func(types.NamespacedName) int { return 1 },
+		GPUNames:  gpuNames,
+	}
+	res, _, err := Find(context.Background(), req, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := unitKeys(res.Units); len(got) != 1 || got[0] != "gang ns/lo" {
+		t.Errorf("victims %v, want the gang ns/lo", got)
+	}
+}
