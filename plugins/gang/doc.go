@@ -54,7 +54,7 @@
 // its gang to form is let through PreEnqueue once for that, and a fresh
 // plan drops the scheduler's copy of any member's nomination elsewhere.
 // Other pods' nominations of the gang's priority or more count as used
-// room, in plans (avoidNominated) and in the victim search, as the
+// room, in plans (plan.AvoidNominated) and in the victim search, as the
 // framework's filters count them: the gang waits for them to bind or go.
 // A refused gang that the victim search finds fitting without preemption
 // is sent back to planning at once at most once per backoff

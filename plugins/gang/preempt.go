@@ -201,7 +201,7 @@ func (p *Plugin) chooseVictims(ctx context.Context, pr *preemptor, key types.Nam
 	if err != nil {
 		return nil, lifecycle.Preemption{}, fwk.AsStatus(err)
 	}
-	req.Held, _ = p.holdNominated(req, nominatedCounter(req, pr.pod))
+	req.Held, _ = plan.HoldNominated(req, pr.pod, p.nominatedPods)
 	res, terminating, err := p.search(ctx, pr, req)
 	if err != nil {
 		var wnf *victims.WouldNotFitError
@@ -318,7 +318,7 @@ func (p *Plugin) preemptForPod(ctx context.Context, pod *v1.Pod) (*fwk.PostFilte
 	}
 	// As DefaultPreemption: room nominated to pods of its priority or more
 	// is not this pod's to take.
-	req.Held, _ = p.holdNominated(req, nominatedCounter(req, pod))
+	req.Held, _ = plan.HoldNominated(req, pod, p.nominatedPods)
 	res, terminating, err := p.search(ctx, pr, req)
 	if err != nil {
 		var wnf *victims.WouldNotFitError

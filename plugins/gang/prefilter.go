@@ -108,7 +108,7 @@ func (p *Plugin) planFor(ctx context.Context, pod *v1.Pod, pg *schedv1alpha1.Pod
 	}
 	result, err := plan.Compute(ctx, req)
 	if err == nil {
-		result, err = p.avoidNominated(ctx, req, result, pod)
+		result, err = plan.AvoidNominated(ctx, req, result, pod, p.nominatedPods)
 	}
 	var noPlace *plan.NoPlacementError
 	if errors.As(err, &noPlace) {
