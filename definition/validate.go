@@ -16,15 +16,30 @@ var structurePath = field.NewPath("spec", "structureDefinition")
 
 // components checks and compiles the component tree.
 func (b *builder) components() {
-	k := b.c.karta
-	sd := &k.Spec.StructureDefinition
+	sd := &b.c.karta.Spec.StructureDefinition
 	defs := []*kartav1alpha1.ComponentDefinition{&sd.RootComponent}
 	paths := []*field.Path{structurePath.Child("rootComponent")}
 	for i := range sd.ChildComponents {
 		defs = append(defs, &sd.ChildComponents[i])
 		paths = append(paths, structurePath.Child("childComponents").Index(i))
 	}
+	byName := b.componentNames(defs, paths)
+	b.rootComponent(sd)
+	treeOK := b.parents(defs, byName) && b.noCycles(defs)
+	if treeOK {
+		b.treeOrder()
+	}
+	for i, comp := range b.c.comps {
+		b.component(i, comp)
+	}
+	if !treeOK {
+		b.c.order = nil
+	}
+}
 
+// componentNames adds a component per definition, checking its name and
+// kind, and returns the index of each name.
+func (b *builder) componentNames(defs []*kartav1alpha1.ComponentDefinition, paths []*field.Path) map[string]int {
 	byName := map[string]int{}
 	for i, d := range defs {
 		comp := &component{def: d, name: d.Name, fp: paths[i], parent: -1}
@@ -45,6 +60,12 @@ func (b *builder) components() {
 			comp.kind = &gvk
 		}
 	}
+	return byName
+}
+
+// rootComponent checks what only the root has: a kind, no owner; and the
+// additional child kinds.
+func (b *builder) rootComponent(sd *kartav1alpha1.StructureDefinition) {
 	root := b.c.comps[0]
 	if sd.RootComponent.Kind == nil {
 		b.add(field.Required(root.fp.Child("kind"), "the root component needs a kind (group, version, kind)"))
@@ -57,8 +78,11 @@ func (b *builder) components() {
 	for i, gvk := range sd.AdditionalChildKinds {
 		b.kind(structurePath.Child("additionalChildKinds").Index(i), &gvk)
 	}
+}
 
-	// Parents and the tree.
+// parents links each child component to the component its ownerRef
+// names. It reports whether every child has a parent.
+func (b *builder) parents(defs []*kartav1alpha1.ComponentDefinition, byName map[string]int) bool {
 	treeOK := true
 	for i := 1; i < len(defs); i++ {
 		d, comp := defs[i], b.c.comps[i]
@@ -81,41 +105,42 @@ func (b *builder) components() {
 			}
 		}
 	}
-	if treeOK {
-		for i := 1; i < len(defs); i++ {
-			// A child that does not reach the root within len(defs) steps
-			// sits on a cycle (or below one).
-			p, steps := i, 0
-			for p > 0 && steps <= len(defs) {
-				p = b.c.comps[p].parent
-				steps++
-			}
-			if p != 0 {
-				b.add(field.Invalid(b.c.comps[i].fp.Child("ownerRef"), *defs[i].OwnerRef, "owner references form a cycle; every component must lead up to the root component"))
-				treeOK = false
-			}
-		}
-	}
-	if treeOK {
-		// Parents first, in definition order within a level.
-		b.c.order = []int{0}
-		for n := 0; n < len(b.c.order); n++ {
-			at := b.c.order[n]
-			for i := 1; i < len(defs); i++ {
-				if b.c.comps[i].parent == at {
-					b.c.comps[at].children = append(b.c.comps[at].children, i)
-					b.c.comps[i].depth = b.c.comps[at].depth + 1
-					b.c.order = append(b.c.order, i)
-				}
-			}
-		}
-	}
+	return treeOK
+}
 
-	for i, comp := range b.c.comps {
-		b.component(i, comp)
+// noCycles reports whether every component leads up to the root.
+func (b *builder) noCycles(defs []*kartav1alpha1.ComponentDefinition) bool {
+	treeOK := true
+	for i := 1; i < len(defs); i++ {
+		// A child that does not reach the root within len(defs) steps
+		// sits on a cycle (or below one).
+		p, steps := i, 0
+		for p > 0 && steps <= len(defs) {
+			p = b.c.comps[p].parent
+			steps++
+		}
+		if p != 0 {
+			b.add(field.Invalid(b.c.comps[i].fp.Child("ownerRef"), *defs[i].OwnerRef, "owner references form a cycle; every component must lead up to the root component"))
+			treeOK = false
+		}
 	}
-	if !treeOK {
-		b.c.order = nil
+	return treeOK
+}
+
+// treeOrder lists the components parents first, in definition order
+// within a level, and sets their children and depths.
+func (b *builder) treeOrder() {
+	comps := b.c.comps
+	b.c.order = []int{0}
+	for n := 0; n < len(b.c.order); n++ {
+		at := b.c.order[n]
+		for i := 1; i < len(comps); i++ {
+			if comps[i].parent == at {
+				comps[at].children = append(comps[at].children, i)
+				comps[i].depth = comps[at].depth + 1
+				b.c.order = append(b.c.order, i)
+			}
+		}
 	}
 }
 
@@ -364,6 +389,8 @@ type memberDef struct {
 	filters []*expr
 }
 
+// gangScheduling checks and compiles optimizationInstructions.gangScheduling:
+// the older form (podGroups) or the newer one (podGroup), not both.
 func (b *builder) gangScheduling() {
 	k := b.c.karta
 	if k.Spec.OptimizationInstructions == nil || k.Spec.OptimizationInstructions.GangScheduling == nil {
@@ -375,7 +402,6 @@ func (b *builder) gangScheduling() {
 		b.add(field.Forbidden(fp, "set podGroups or podGroup, not both"))
 		return
 	}
-	treeOK := b.c.order != nil
 	byName := map[string]int{}
 	for i, c := range b.c.comps {
 		if c.name != "" {
@@ -384,107 +410,119 @@ func (b *builder) gangScheduling() {
 			}
 		}
 	}
-	// member resolves a component name for a gang and says whether it is
-	// usable: it exists and has pods itself or below it.
-	member := func(p *field.Path, name string) (int, bool) {
-		if name == "" {
-			b.add(field.Required(p, "a gang member names a component"))
-			return 0, false
-		}
-		i, ok := byName[name]
-		if !ok {
-			b.add(field.NotFound(p, name))
-			return 0, false
-		}
-		// A member without pods anywhere below it is allowed, as in
-		// Workload Map: no pod is ever in its part of the gang.
-		return i, true
-	}
-
 	names := sets.New[string]()
-	for gi, pg := range gs.PodGroups {
-		gp := fp.Child("podGroups").Index(gi)
-		g := &gangDef{name: pg.Name}
-		if pg.Name == "" {
-			b.add(field.Required(gp.Child("name"), "a gang definition needs a name"))
-		} else if names.Has(pg.Name) {
-			b.add(field.Duplicate(gp.Child("name"), pg.Name))
-		}
-		names.Insert(pg.Name)
-		if len(pg.Members) == 0 {
-			b.add(field.Required(gp.Child("members"), "a gang definition needs at least one member"))
-		}
-		ok := true
-		seen := sets.New[string]()
-		for mi, m := range pg.Members {
-			mp := gp.Child("members").Index(mi)
-			ci, found := member(mp.Child("componentName"), m.ComponentName)
-			ok = ok && found
-			if seen.Has(m.ComponentName) {
-				b.add(field.Duplicate(mp.Child("componentName"), m.ComponentName))
-			}
-			seen.Insert(m.ComponentName)
-			md := memberDef{comp: ci}
-			for ki, kp := range m.GroupByKeyPaths {
-				md.groupBy = append(md.groupBy, b.podExpr(mp.Child("groupByKeyPaths").Index(ki), kp, true))
-			}
-			for fi, f := range m.Filters {
-				md.filters = append(md.filters, b.podExpr(mp.Child("filters").Index(fi), f, true))
-			}
-			if len(m.GroupByKeyPaths) > 0 {
-				g.grouped = true
-			}
-			g.members = append(g.members, md)
-			g.memberNames = append(g.memberNames, m.ComponentName)
-		}
-		if ok && treeOK {
-			b.c.finishGang(g)
-			b.c.gangs = append(b.c.gangs, g)
-		}
+	for gi := range gs.PodGroups {
+		b.podGroupsEntry(fp.Child("podGroups").Index(gi), &gs.PodGroups[gi], byName, names)
 	}
-
 	if t := gs.PodGroup; t != nil {
-		tp := fp.Child("podGroup")
-		g := &gangDef{name: t.Name}
-		if g.name == "" {
-			g.name = b.c.comps[0].name
+		b.podGroupTree(fp.Child("podGroup"), t, byName)
+	}
+}
+
+// gangMember resolves a component name for a gang and says whether it is
+// usable: the component exists.
+func (b *builder) gangMember(byName map[string]int, p *field.Path, name string) (int, bool) {
+	if name == "" {
+		b.add(field.Required(p, "a gang member names a component"))
+		return 0, false
+	}
+	i, ok := byName[name]
+	if !ok {
+		b.add(field.NotFound(p, name))
+		return 0, false
+	}
+	// A member without pods anywhere below it is allowed, as in
+	// Workload Map: no pod is ever in its part of the gang.
+	return i, true
+}
+
+// addGang finishes g and adds it when its members and the component tree
+// are usable.
+func (b *builder) addGang(g *gangDef, ok bool) {
+	if ok && b.c.order != nil {
+		b.c.finishGang(g)
+		b.c.gangs = append(b.c.gangs, g)
+	}
+}
+
+// podGroupsEntry compiles one gang definition of the older form; names
+// are the gang names seen so far.
+func (b *builder) podGroupsEntry(gp *field.Path, pg *kartav1alpha1.PodGroupDefinition, byName map[string]int, names sets.Set[string]) {
+	g := &gangDef{name: pg.Name}
+	if pg.Name == "" {
+		b.add(field.Required(gp.Child("name"), "a gang definition needs a name"))
+	} else if names.Has(pg.Name) {
+		b.add(field.Duplicate(gp.Child("name"), pg.Name))
+	}
+	names.Insert(pg.Name)
+	if len(pg.Members) == 0 {
+		b.add(field.Required(gp.Child("members"), "a gang definition needs at least one member"))
+	}
+	ok := true
+	seen := sets.New[string]()
+	for mi, m := range pg.Members {
+		mp := gp.Child("members").Index(mi)
+		ci, found := b.gangMember(byName, mp.Child("componentName"), m.ComponentName)
+		ok = ok && found
+		if seen.Has(m.ComponentName) {
+			b.add(field.Duplicate(mp.Child("componentName"), m.ComponentName))
 		}
-		if t.Topology != nil {
-			b.topology(tp.Child("topology"), t.Topology)
-			g.topologyRequired = t.Topology.RequiredTopologyLevel
-			g.topologyPreferred = t.Topology.PreferredTopologyLevel
+		seen.Insert(m.ComponentName)
+		md := memberDef{comp: ci}
+		for ki, kp := range m.GroupByKeyPaths {
+			md.groupBy = append(md.groupBy, b.podExpr(mp.Child("groupByKeyPaths").Index(ki), kp, true))
 		}
-		ok := true
-		seen := sets.New[string]()
-		for si, sg := range t.SubGroups {
-			sp := tp.Child("subGroups").Index(si)
-			ci, found := member(sp.Child("componentName"), sg.ComponentName)
-			ok = ok && found
-			if seen.Has(sg.ComponentName) {
-				b.add(field.Duplicate(sp.Child("componentName"), sg.ComponentName))
-			}
-			seen.Insert(sg.ComponentName)
-			if sg.Topology != nil {
-				b.topology(sp.Child("topology"), sg.Topology)
-			}
+		for fi, f := range m.Filters {
+			md.filters = append(md.filters, b.podExpr(mp.Child("filters").Index(fi), f, true))
+		}
+		if len(m.GroupByKeyPaths) > 0 {
+			g.grouped = true
+		}
+		g.members = append(g.members, md)
+		g.memberNames = append(g.memberNames, m.ComponentName)
+	}
+	b.addGang(g, ok)
+}
+
+// podGroupTree compiles the newer form: one whole-workload gang over the
+// subGroups' components, or every component with pods.
+func (b *builder) podGroupTree(tp *field.Path, t *kartav1alpha1.PodGroupTree, byName map[string]int) {
+	g := &gangDef{name: t.Name}
+	if g.name == "" {
+		g.name = b.c.comps[0].name
+	}
+	if t.Topology != nil {
+		b.topology(tp.Child("topology"), t.Topology)
+		g.topologyRequired = t.Topology.RequiredTopologyLevel
+		g.topologyPreferred = t.Topology.PreferredTopologyLevel
+	}
+	ok := true
+	seen := sets.New[string]()
+	for si, sg := range t.SubGroups {
+		sp := tp.Child("subGroups").Index(si)
+		ci, found := b.gangMember(byName, sp.Child("componentName"), sg.ComponentName)
+		ok = ok && found
+		if seen.Has(sg.ComponentName) {
+			b.add(field.Duplicate(sp.Child("componentName"), sg.ComponentName))
+		}
+		seen.Insert(sg.ComponentName)
+		if sg.Topology != nil {
+			b.topology(sp.Child("topology"), sg.Topology)
+		}
+		g.members = append(g.members, memberDef{comp: ci})
+		g.memberNames = append(g.memberNames, sg.ComponentName)
+	}
+	if len(t.SubGroups) == 0 {
+		for _, ci := range b.c.podComps {
 			g.members = append(g.members, memberDef{comp: ci})
-			g.memberNames = append(g.memberNames, sg.ComponentName)
+			g.memberNames = append(g.memberNames, b.c.comps[ci].name)
 		}
-		if len(t.SubGroups) == 0 {
-			for _, ci := range b.c.podComps {
-				g.members = append(g.members, memberDef{comp: ci})
-				g.memberNames = append(g.memberNames, b.c.comps[ci].name)
-			}
-			if len(g.members) == 0 {
-				b.add(field.Invalid(tp, g.name, "the definition has no component with pods to gang"))
-				ok = false
-			}
-		}
-		if ok && treeOK {
-			b.c.finishGang(g)
-			b.c.gangs = append(b.c.gangs, g)
+		if len(g.members) == 0 {
+			b.add(field.Invalid(tp, g.name, "the definition has no component with pods to gang"))
+			ok = false
 		}
 	}
+	b.addGang(g, ok)
 }
 
 // overrideGang prepares the gang a muster.io/min-member annotation asks
