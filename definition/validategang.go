@@ -66,8 +66,19 @@ func (b *builder) gangScheduling() {
 }
 
 // gangMember resolves a component name for a gang and says whether it is
-// usable: the component exists.
-func (b *builder) gangMember(byName map[string]int, p *field.Path, name string) (int, bool) {
+// usable: the component exists. seen are the names of the gang's members
+// so far; a name given twice is reported.
+func (b *builder) gangMember(byName map[string]int, seen sets.Set[string], p *field.Path, name string) (int, bool) {
+	i, ok := b.gangComponent(byName, p, name)
+	if seen.Has(name) {
+		b.add(field.Duplicate(p, name))
+	}
+	seen.Insert(name)
+	return i, ok
+}
+
+// gangComponent is the index of the component name names.
+func (b *builder) gangComponent(byName map[string]int, p *field.Path, name string) (int, bool) {
 	if name == "" {
 		b.add(field.Required(p, "a gang member names a component"))
 		return 0, false
@@ -108,12 +119,8 @@ func (b *builder) podGroupsEntry(gp *field.Path, pg *kartav1alpha1.PodGroupDefin
 	seen := sets.New[string]()
 	for mi, m := range pg.Members {
 		mp := gp.Child("members").Index(mi)
-		ci, found := b.gangMember(byName, mp.Child("componentName"), m.ComponentName)
+		ci, found := b.gangMember(byName, seen, mp.Child("componentName"), m.ComponentName)
 		ok = ok && found
-		if seen.Has(m.ComponentName) {
-			b.add(field.Duplicate(mp.Child("componentName"), m.ComponentName))
-		}
-		seen.Insert(m.ComponentName)
 		md := memberDef{comp: ci}
 		for ki, kp := range m.GroupByKeyPaths {
 			md.groupBy = append(md.groupBy, b.podExpr(mp.Child("groupByKeyPaths").Index(ki), kp, true))
@@ -146,12 +153,8 @@ func (b *builder) podGroupTree(tp *field.Path, t *kartav1alpha1.PodGroupTree, by
 	seen := sets.New[string]()
 	for si, sg := range t.SubGroups {
 		sp := tp.Child("subGroups").Index(si)
-		ci, found := b.gangMember(byName, sp.Child("componentName"), sg.ComponentName)
+		ci, found := b.gangMember(byName, seen, sp.Child("componentName"), sg.ComponentName)
 		ok = ok && found
-		if seen.Has(sg.ComponentName) {
-			b.add(field.Duplicate(sp.Child("componentName"), sg.ComponentName))
-		}
-		seen.Insert(sg.ComponentName)
 		if sg.Topology != nil {
 			b.topology(sp.Child("topology"), sg.Topology)
 		}
