@@ -20,7 +20,7 @@ import (
 
 	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"github.com/muster-io/muster/definition"
-	"github.com/muster-io/muster/definition/schemacheck"
+	"github.com/muster-io/muster/definition/jq/schemacheck"
 )
 
 // corpusDir is ../shared/corpus relative to the module root, or "" when it

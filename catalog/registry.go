@@ -14,7 +14,7 @@ import (
 
 	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"github.com/muster-io/muster/definition"
-	"github.com/muster-io/muster/definition/schemacheck"
+	"github.com/muster-io/muster/definition/jq/schemacheck"
 )
 
 // Origin says where a definition comes from.

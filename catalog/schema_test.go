@@ -11,7 +11,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
-	"github.com/muster-io/muster/definition/schemacheck"
+	"github.com/muster-io/muster/definition/jq/schemacheck"
 )
 
 // podSchema is what pod-side paths (pod selectors, gang keys and filters)

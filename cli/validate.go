@@ -17,7 +17,7 @@ import (
 	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"github.com/muster-io/muster/catalog"
 	"github.com/muster-io/muster/definition"
-	"github.com/muster-io/muster/definition/schemacheck"
+	"github.com/muster-io/muster/definition/jq/schemacheck"
 	"github.com/muster-io/muster/internal/crdschema"
 )
 

@@ -53,112 +53,29 @@ func summarize(g *Gang) *gangSummary {
 	return &gangSummary{g.Definition, g.Keys, g.MinMember, milli(g.MinResources), g.Members, g.TopologyRequired, g.TopologyPreferred, g.Overridden}
 }
 
-func TestGangForPod(t *testing.T) {
-	lwsLeader := podT("vllm-1", "leaderworkerset.sigs.k8s.io/worker-index=0", "leaderworkerset.sigs.k8s.io/group-index=1")
-	lwsWorker := podT("vllm-1-2", "leaderworkerset.sigs.k8s.io/worker-index=2", "leaderworkerset.sigs.k8s.io/group-index=1")
-	jsWorker := podT("train-workers-0-1", "jobset.sigs.k8s.io/jobset-name=train", "jobset.sigs.k8s.io/replicatedjob-name=workers", "jobset.sigs.k8s.io/job-index=0")
-	rayWorker := podT("rc-gpu-1", "ray.io/node-type=worker", "ray.io/group=gpu")
-	rayHead := podT("rc-head", "ray.io/node-type=head")
-	tests := []struct {
-		name    string
-		def     string
-		obj     *objSpec
-		pod     *corev1.Pod
-		want    *gangSummary
-		wantErr string
-	}{
-		{
-			name: "leader/worker per group counts one group",
-			def:  lwsDef, obj: &objSpec{y: lwsObj}, pod: lwsWorker,
-			want: &gangSummary{Definition: "group", Keys: []string{"1"}, MinMember: 4,
-				Resources: map[string]int64{"nvidia.com/gpu": 32000}, Members: []string{"leader", "worker"}},
-		},
-		{
-			name: "leader/worker leader is in the same gang instance",
-			def:  lwsDef, obj: &objSpec{y: lwsObj}, pod: lwsLeader,
-			want: &gangSummary{Definition: "group", Keys: []string{"1"}, MinMember: 4,
-				Resources: map[string]int64{"nvidia.com/gpu": 32000}, Members: []string{"leader", "worker"}},
-		},
-		{
-			name: "leader/worker whole workload counts every group",
-			def:  wholeLWS, obj: &objSpec{y: lwsObj}, pod: lwsWorker,
-			want: &gangSummary{Definition: "group", MinMember: 8,
-				Resources: map[string]int64{"nvidia.com/gpu": 64000}, Members: []string{"leader", "worker"}},
-		},
-		{
-			name: "replicated jobs: one gang, replicas × parallelism, limits stand in for requests",
-			def:  jobsetDef, obj: &objSpec{y: jobsetObj}, pod: jsWorker,
-			want: &gangSummary{Definition: "jobset", MinMember: 3,
-				Resources: map[string]int64{"nvidia.com/gpu": 12000, "cpu": 4000, "memory": 2 * 1024 * 1024 * 1024 * 1000}, Members: []string{"replicatedjob"}},
-		},
-		{
-			name: "head and worker groups: numOfHosts and minReplicas, topology",
-			def:  rayDef, obj: &objSpec{y: rayObj}, pod: rayWorker,
-			want: &gangSummary{Definition: "raycluster", MinMember: 3,
-				Resources: map[string]int64{"nvidia.com/gpu": 2000, "cpu": 2000}, Members: []string{"head", "workers"},
-				TopologyRequired: "topology.kubernetes.io/zone"},
-		},
-		{
-			name: "head pod is in the same gang",
-			def:  rayDef, obj: &objSpec{y: rayObj}, pod: rayHead,
-			want: &gangSummary{Definition: "raycluster", MinMember: 3,
-				Resources: map[string]int64{"nvidia.com/gpu": 2000, "cpu": 2000}, Members: []string{"head", "workers"},
-				TopologyRequired: "topology.kubernetes.io/zone"},
-		},
-		{
-			name: "min-member override below the definition scales resources down",
-			def:  jobsetDef, obj: &objSpec{y: jobsetObj, ann: []string{api.AnnotationMinMember, "1"}}, pod: jsWorker,
-			want: &gangSummary{Definition: "jobset", MinMember: 1,
-				Resources: map[string]int64{"nvidia.com/gpu": 4000, "cpu": 1334, "memory": 715827883 * 1000}, Members: []string{"replicatedjob"}, Overridden: true},
-		},
-		{
-			name: "min-member override above keeps the definition's resources",
-			def:  lwsDef, obj: &objSpec{y: lwsObj, ann: []string{api.AnnotationMinMember, "6"}}, pod: lwsWorker,
-			want: &gangSummary{Definition: "group", Keys: []string{"1"}, MinMember: 6,
-				Resources: map[string]int64{"nvidia.com/gpu": 32000}, Members: []string{"leader", "worker"}, Overridden: true},
-		},
-		{
-			name: "topology annotations replace the definition's",
-			def:  rayDef, obj: &objSpec{y: rayObj, ann: []string{api.AnnotationTopologyRequired, "rack", api.AnnotationTopologyPreferred, "example.com/block"}}, pod: rayHead,
-			want: &gangSummary{Definition: "raycluster", MinMember: 3,
-				Resources: map[string]int64{"nvidia.com/gpu": 2000, "cpu": 2000}, Members: []string{"head", "workers"},
-				TopologyRequired: "rack", TopologyPreferred: "example.com/block"},
-		},
-		{
-			name: "opted-out workload has no gang",
-			def:  jobsetDef, obj: &objSpec{y: jobsetObj, ann: []string{api.AnnotationGang, api.GangOff}}, pod: jsWorker,
-		},
-		{
-			name: "bad min-member annotation names it",
-			def:  jobsetDef, obj: &objSpec{y: jobsetObj, ann: []string{api.AnnotationMinMember, "zero"}}, pod: jsWorker,
-			wantErr: `workload annotation muster.io/min-member: "zero": must be a whole number from 1 to 100000`,
-		},
-		{
-			name: "negative min-member annotation",
-			def:  jobsetDef, obj: &objSpec{y: jobsetObj, ann: []string{api.AnnotationMinMember, "-2"}}, pod: jsWorker,
-			wantErr: `must be a whole number from 1 to 100000`,
-		},
-		{
-			name: "unknown gang annotation value",
-			def:  jobsetDef, obj: &objSpec{y: jobsetObj, ann: []string{api.AnnotationGang, "no"}}, pod: jsWorker,
-			wantErr: `workload annotation muster.io/gang: "no"`,
-		},
-		{
-			name: "definition without gang instruction",
-			def:  strings.Split(jobsetDef, "  optimizationInstructions:")[0], obj: &objSpec{y: jobsetObj}, pod: jsWorker,
-		},
-		{
-			name: "pod with a missing group key names the path",
-			def:  lwsDef, obj: &objSpec{y: lwsObj}, pod: podT("x", "leaderworkerset.sigs.k8s.io/worker-index=2"),
-			wantErr: `groupByKeyPaths[0]`,
-		},
-		{
-			name: "pod of an instance the workload does not have",
-			def:  jobsetDef, obj: &objSpec{y: jobsetObj},
-			pod:  podT("p", "jobset.sigs.k8s.io/jobset-name=train", "jobset.sigs.k8s.io/replicatedjob-name=gone"),
-			want: &gangSummary{Definition: "jobset", MinMember: 3, Resources: map[string]int64{"nvidia.com/gpu": 12000, "cpu": 4000, "memory": 2 * 1024 * 1024 * 1024 * 1000}, Members: []string{"replicatedjob"}},
-		},
-	}
+// Pods of the fixtures' workloads, as their operators label them.
+var (
+	lwsLeaderT = podT("vllm-1", "leaderworkerset.sigs.k8s.io/worker-index=0", "leaderworkerset.sigs.k8s.io/group-index=1")
+	lwsWorkerT = podT("vllm-1-2", "leaderworkerset.sigs.k8s.io/worker-index=2", "leaderworkerset.sigs.k8s.io/group-index=1")
+	jsWorkerT  = podT("train-workers-0-1", "jobset.sigs.k8s.io/jobset-name=train", "jobset.sigs.k8s.io/replicatedjob-name=workers", "jobset.sigs.k8s.io/job-index=0")
+	rayWorkerT = podT("rc-gpu-1", "ray.io/node-type=worker", "ray.io/group=gpu")
+	rayHeadT   = podT("rc-head", "ray.io/node-type=head")
+)
+
+// gangCase is a pod of a workload and the gang GangForPod must find for
+// it (none when want is nil), or the error.
+type gangCase struct {
+	name    string
+	def     string
+	obj     *objSpec
+	pod     *corev1.Pod
+	want    *gangSummary
+	wantErr string
+}
+
+// checkGangForPod runs GangForPod on each case.
+func checkGangForPod(t *testing.T, tests []gangCase) {
+	t.Helper()
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c := compileT(t, tc.def)
@@ -178,6 +95,111 @@ func TestGangForPod(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestGangForPod: the gang of a pod as the definition says, per kind of
+// workload.
+func TestGangForPod(t *testing.T) {
+	checkGangForPod(t, []gangCase{
+		{
+			name: "leader/worker per group counts one group",
+			def:  lwsDef, obj: &objSpec{y: lwsObj}, pod: lwsWorkerT,
+			want: &gangSummary{Definition: "group", Keys: []string{"1"}, MinMember: 4,
+				Resources: map[string]int64{"nvidia.com/gpu": 32000}, Members: []string{"leader", "worker"}},
+		},
+		{
+			name: "leader/worker leader is in the same gang instance",
+			def:  lwsDef, obj: &objSpec{y: lwsObj}, pod: lwsLeaderT,
+			want: &gangSummary{Definition: "group", Keys: []string{"1"}, MinMember: 4,
+				Resources: map[string]int64{"nvidia.com/gpu": 32000}, Members: []string{"leader", "worker"}},
+		},
+		{
+			name: "leader/worker whole workload counts every group",
+			def:  wholeLWS, obj: &objSpec{y: lwsObj}, pod: lwsWorkerT,
+			want: &gangSummary{Definition: "group", MinMember: 8,
+				Resources: map[string]int64{"nvidia.com/gpu": 64000}, Members: []string{"leader", "worker"}},
+		},
+		{
+			name: "replicated jobs: one gang, replicas × parallelism, limits stand in for requests",
+			def:  jobsetDef, obj: &objSpec{y: jobsetObj}, pod: jsWorkerT,
+			want: &gangSummary{Definition: "jobset", MinMember: 3,
+				Resources: map[string]int64{"nvidia.com/gpu": 12000, "cpu": 4000, "memory": 2 * 1024 * 1024 * 1024 * 1000}, Members: []string{"replicatedjob"}},
+		},
+		{
+			name: "head and worker groups: numOfHosts and minReplicas, topology",
+			def:  rayDef, obj: &objSpec{y: rayObj}, pod: rayWorkerT,
+			want: &gangSummary{Definition: "raycluster", MinMember: 3,
+				Resources: map[string]int64{"nvidia.com/gpu": 2000, "cpu": 2000}, Members: []string{"head", "workers"},
+				TopologyRequired: "topology.kubernetes.io/zone"},
+		},
+		{
+			name: "head pod is in the same gang",
+			def:  rayDef, obj: &objSpec{y: rayObj}, pod: rayHeadT,
+			want: &gangSummary{Definition: "raycluster", MinMember: 3,
+				Resources: map[string]int64{"nvidia.com/gpu": 2000, "cpu": 2000}, Members: []string{"head", "workers"},
+				TopologyRequired: "topology.kubernetes.io/zone"},
+		},
+		{
+			name: "definition without gang instruction",
+			def:  strings.Split(jobsetDef, "  optimizationInstructions:")[0], obj: &objSpec{y: jobsetObj}, pod: jsWorkerT,
+		},
+		{
+			name: "pod with a missing group key names the path",
+			def:  lwsDef, obj: &objSpec{y: lwsObj}, pod: podT("x", "leaderworkerset.sigs.k8s.io/worker-index=2"),
+			wantErr: `groupByKeyPaths[0]`,
+		},
+		{
+			name: "pod of an instance the workload does not have",
+			def:  jobsetDef, obj: &objSpec{y: jobsetObj},
+			pod:  podT("p", "jobset.sigs.k8s.io/jobset-name=train", "jobset.sigs.k8s.io/replicatedjob-name=gone"),
+			want: &gangSummary{Definition: "jobset", MinMember: 3, Resources: map[string]int64{"nvidia.com/gpu": 12000, "cpu": 4000, "memory": 2 * 1024 * 1024 * 1024 * 1000}, Members: []string{"replicatedjob"}},
+		},
+	})
+}
+
+// TestGangForPodAnnotations: the workload annotations that override the
+// definition, and their invalid values.
+func TestGangForPodAnnotations(t *testing.T) {
+	checkGangForPod(t, []gangCase{
+		{
+			name: "min-member override below the definition scales resources down",
+			def:  jobsetDef, obj: &objSpec{y: jobsetObj, ann: []string{api.AnnotationMinMember, "1"}}, pod: jsWorkerT,
+			want: &gangSummary{Definition: "jobset", MinMember: 1,
+				Resources: map[string]int64{"nvidia.com/gpu": 4000, "cpu": 1334, "memory": 715827883 * 1000}, Members: []string{"replicatedjob"}, Overridden: true},
+		},
+		{
+			name: "min-member override above keeps the definition's resources",
+			def:  lwsDef, obj: &objSpec{y: lwsObj, ann: []string{api.AnnotationMinMember, "6"}}, pod: lwsWorkerT,
+			want: &gangSummary{Definition: "group", Keys: []string{"1"}, MinMember: 6,
+				Resources: map[string]int64{"nvidia.com/gpu": 32000}, Members: []string{"leader", "worker"}, Overridden: true},
+		},
+		{
+			name: "topology annotations replace the definition's",
+			def:  rayDef, obj: &objSpec{y: rayObj, ann: []string{api.AnnotationTopologyRequired, "rack", api.AnnotationTopologyPreferred, "example.com/block"}}, pod: rayHeadT,
+			want: &gangSummary{Definition: "raycluster", MinMember: 3,
+				Resources: map[string]int64{"nvidia.com/gpu": 2000, "cpu": 2000}, Members: []string{"head", "workers"},
+				TopologyRequired: "rack", TopologyPreferred: "example.com/block"},
+		},
+		{
+			name: "opted-out workload has no gang",
+			def:  jobsetDef, obj: &objSpec{y: jobsetObj, ann: []string{api.AnnotationGang, api.GangOff}}, pod: jsWorkerT,
+		},
+		{
+			name: "bad min-member annotation names it",
+			def:  jobsetDef, obj: &objSpec{y: jobsetObj, ann: []string{api.AnnotationMinMember, "zero"}}, pod: jsWorkerT,
+			wantErr: `workload annotation muster.io/min-member: "zero": must be a whole number from 1 to 100000`,
+		},
+		{
+			name: "negative min-member annotation",
+			def:  jobsetDef, obj: &objSpec{y: jobsetObj, ann: []string{api.AnnotationMinMember, "-2"}}, pod: jsWorkerT,
+			wantErr: `must be a whole number from 1 to 100000`,
+		},
+		{
+			name: "unknown gang annotation value",
+			def:  jobsetDef, obj: &objSpec{y: jobsetObj, ann: []string{api.AnnotationGang, "no"}}, pod: jsWorkerT,
+			wantErr: `workload annotation muster.io/gang: "no"`,
+		},
+	})
 }
 
 type objSpec struct {

@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -16,15 +15,30 @@ var structurePath = field.NewPath("spec", "structureDefinition")
 
 // components checks and compiles the component tree.
 func (b *builder) components() {
-	k := b.c.karta
-	sd := &k.Spec.StructureDefinition
+	sd := &b.c.karta.Spec.StructureDefinition
 	defs := []*kartav1alpha1.ComponentDefinition{&sd.RootComponent}
 	paths := []*field.Path{structurePath.Child("rootComponent")}
 	for i := range sd.ChildComponents {
 		defs = append(defs, &sd.ChildComponents[i])
 		paths = append(paths, structurePath.Child("childComponents").Index(i))
 	}
+	byName := b.componentNames(defs, paths)
+	b.rootComponent(sd)
+	treeOK := b.parents(defs, byName) && b.noCycles(defs)
+	if treeOK {
+		b.treeOrder()
+	}
+	for i, comp := range b.c.comps {
+		b.component(i, comp)
+	}
+	if !treeOK {
+		b.c.order = nil
+	}
+}
 
+// componentNames adds a component per definition, checking its name and
+// kind, and returns the index of each name.
+func (b *builder) componentNames(defs []*kartav1alpha1.ComponentDefinition, paths []*field.Path) map[string]int {
 	byName := map[string]int{}
 	for i, d := range defs {
 		comp := &component{def: d, name: d.Name, fp: paths[i], parent: -1}
@@ -45,6 +59,12 @@ func (b *builder) components() {
 			comp.kind = &gvk
 		}
 	}
+	return byName
+}
+
+// rootComponent checks what only the root has: a kind, no owner; and the
+// additional child kinds.
+func (b *builder) rootComponent(sd *kartav1alpha1.StructureDefinition) {
 	root := b.c.comps[0]
 	if sd.RootComponent.Kind == nil {
 		b.add(field.Required(root.fp.Child("kind"), "the root component needs a kind (group, version, kind)"))
@@ -57,8 +77,11 @@ func (b *builder) components() {
 	for i, gvk := range sd.AdditionalChildKinds {
 		b.kind(structurePath.Child("additionalChildKinds").Index(i), &gvk)
 	}
+}
 
-	// Parents and the tree.
+// parents links each child component to the component its ownerRef
+// names. It reports whether every child has a parent.
+func (b *builder) parents(defs []*kartav1alpha1.ComponentDefinition, byName map[string]int) bool {
 	treeOK := true
 	for i := 1; i < len(defs); i++ {
 		d, comp := defs[i], b.c.comps[i]
@@ -81,41 +104,42 @@ func (b *builder) components() {
 			}
 		}
 	}
-	if treeOK {
-		for i := 1; i < len(defs); i++ {
-			// A child that does not reach the root within len(defs) steps
-			// sits on a cycle (or below one).
-			p, steps := i, 0
-			for p > 0 && steps <= len(defs) {
-				p = b.c.comps[p].parent
-				steps++
-			}
-			if p != 0 {
-				b.add(field.Invalid(b.c.comps[i].fp.Child("ownerRef"), *defs[i].OwnerRef, "owner references form a cycle; every component must lead up to the root component"))
-				treeOK = false
-			}
-		}
-	}
-	if treeOK {
-		// Parents first, in definition order within a level.
-		b.c.order = []int{0}
-		for n := 0; n < len(b.c.order); n++ {
-			at := b.c.order[n]
-			for i := 1; i < len(defs); i++ {
-				if b.c.comps[i].parent == at {
-					b.c.comps[at].children = append(b.c.comps[at].children, i)
-					b.c.comps[i].depth = b.c.comps[at].depth + 1
-					b.c.order = append(b.c.order, i)
-				}
-			}
-		}
-	}
+	return treeOK
+}
 
-	for i, comp := range b.c.comps {
-		b.component(i, comp)
+// noCycles reports whether every component leads up to the root.
+func (b *builder) noCycles(defs []*kartav1alpha1.ComponentDefinition) bool {
+	treeOK := true
+	for i := 1; i < len(defs); i++ {
+		// A child that does not reach the root within len(defs) steps
+		// sits on a cycle (or below one).
+		p, steps := i, 0
+		for p > 0 && steps <= len(defs) {
+			p = b.c.comps[p].parent
+			steps++
+		}
+		if p != 0 {
+			b.add(field.Invalid(b.c.comps[i].fp.Child("ownerRef"), *defs[i].OwnerRef, "owner references form a cycle; every component must lead up to the root component"))
+			treeOK = false
+		}
 	}
-	if !treeOK {
-		b.c.order = nil
+	return treeOK
+}
+
+// treeOrder lists the components parents first, in definition order
+// within a level, and sets their children and depths.
+func (b *builder) treeOrder() {
+	comps := b.c.comps
+	b.c.order = []int{0}
+	for n := 0; n < len(b.c.order); n++ {
+		at := b.c.order[n]
+		for i := 1; i < len(comps); i++ {
+			if comps[i].parent == at {
+				comps[at].children = append(comps[at].children, i)
+				comps[i].depth = comps[at].depth + 1
+				b.c.order = append(b.c.order, i)
+			}
+		}
 	}
 }
 
@@ -335,257 +359,4 @@ func (b *builder) statusDefinition(fp *field.Path, sd *kartav1alpha1.StatusDefin
 		}
 	}
 	return s
-}
-
-// gangDef is one compiled gang definition: a podGroups entry or the
-// podGroup tree.
-type gangDef struct {
-	name    string
-	members []memberDef
-	// memberNames are the member component names, for Gang.Members.
-	memberNames []string
-	// counted are the components whose pods the gang counts: each member,
-	// or its pod-bearing descendants when the member has no pods itself.
-	counted []int
-	// grouped is true when a member has groupByKeyPaths; the gang instance
-	// is then one replica of the scope component.
-	grouped bool
-	scope   int
-	// sizeMember is the only member when it has no pods of its own and
-	// reads its own replica count, which is then the size of one gang
-	// instance; -1 otherwise.
-	sizeMember                          int
-	topologyRequired, topologyPreferred string
-}
-
-type memberDef struct {
-	comp    int
-	groupBy []*expr
-	filters []*expr
-}
-
-func (b *builder) gangScheduling() {
-	k := b.c.karta
-	if k.Spec.OptimizationInstructions == nil || k.Spec.OptimizationInstructions.GangScheduling == nil {
-		return
-	}
-	gs := k.Spec.OptimizationInstructions.GangScheduling
-	fp := field.NewPath("spec", "optimizationInstructions", "gangScheduling")
-	if len(gs.PodGroups) > 0 && gs.PodGroup != nil {
-		b.add(field.Forbidden(fp, "set podGroups or podGroup, not both"))
-		return
-	}
-	treeOK := b.c.order != nil
-	byName := map[string]int{}
-	for i, c := range b.c.comps {
-		if c.name != "" {
-			if _, dup := byName[c.name]; !dup {
-				byName[c.name] = i
-			}
-		}
-	}
-	// member resolves a component name for a gang and says whether it is
-	// usable: it exists and has pods itself or below it.
-	member := func(p *field.Path, name string) (int, bool) {
-		if name == "" {
-			b.add(field.Required(p, "a gang member names a component"))
-			return 0, false
-		}
-		i, ok := byName[name]
-		if !ok {
-			b.add(field.NotFound(p, name))
-			return 0, false
-		}
-		// A member without pods anywhere below it is allowed, as in
-		// Workload Map: no pod is ever in its part of the gang.
-		return i, true
-	}
-
-	names := sets.New[string]()
-	for gi, pg := range gs.PodGroups {
-		gp := fp.Child("podGroups").Index(gi)
-		g := &gangDef{name: pg.Name}
-		if pg.Name == "" {
-			b.add(field.Required(gp.Child("name"), "a gang definition needs a name"))
-		} else if names.Has(pg.Name) {
-			b.add(field.Duplicate(gp.Child("name"), pg.Name))
-		}
-		names.Insert(pg.Name)
-		if len(pg.Members) == 0 {
-			b.add(field.Required(gp.Child("members"), "a gang definition needs at least one member"))
-		}
-		ok := true
-		seen := sets.New[string]()
-		for mi, m := range pg.Members {
-			mp := gp.Child("members").Index(mi)
-			ci, found := member(mp.Child("componentName"), m.ComponentName)
-			ok = ok && found
-			if seen.Has(m.ComponentName) {
-				b.add(field.Duplicate(mp.Child("componentName"), m.ComponentName))
-			}
-			seen.Insert(m.ComponentName)
-			md := memberDef{comp: ci}
-			for ki, kp := range m.GroupByKeyPaths {
-				md.groupBy = append(md.groupBy, b.podExpr(mp.Child("groupByKeyPaths").Index(ki), kp, true))
-			}
-			for fi, f := range m.Filters {
-				md.filters = append(md.filters, b.podExpr(mp.Child("filters").Index(fi), f, true))
-			}
-			if len(m.GroupByKeyPaths) > 0 {
-				g.grouped = true
-			}
-			g.members = append(g.members, md)
-			g.memberNames = append(g.memberNames, m.ComponentName)
-		}
-		if ok && treeOK {
-			b.c.finishGang(g)
-			b.c.gangs = append(b.c.gangs, g)
-		}
-	}
-
-	if t := gs.PodGroup; t != nil {
-		tp := fp.Child("podGroup")
-		g := &gangDef{name: t.Name}
-		if g.name == "" {
-			g.name = b.c.comps[0].name
-		}
-		if t.Topology != nil {
-			b.topology(tp.Child("topology"), t.Topology)
-			g.topologyRequired = t.Topology.RequiredTopologyLevel
-			g.topologyPreferred = t.Topology.PreferredTopologyLevel
-		}
-		ok := true
-		seen := sets.New[string]()
-		for si, sg := range t.SubGroups {
-			sp := tp.Child("subGroups").Index(si)
-			ci, found := member(sp.Child("componentName"), sg.ComponentName)
-			ok = ok && found
-			if seen.Has(sg.ComponentName) {
-				b.add(field.Duplicate(sp.Child("componentName"), sg.ComponentName))
-			}
-			seen.Insert(sg.ComponentName)
-			if sg.Topology != nil {
-				b.topology(sp.Child("topology"), sg.Topology)
-			}
-			g.members = append(g.members, memberDef{comp: ci})
-			g.memberNames = append(g.memberNames, sg.ComponentName)
-		}
-		if len(t.SubGroups) == 0 {
-			for _, ci := range b.c.podComps {
-				g.members = append(g.members, memberDef{comp: ci})
-				g.memberNames = append(g.memberNames, b.c.comps[ci].name)
-			}
-			if len(g.members) == 0 {
-				b.add(field.Invalid(tp, g.name, "the definition has no component with pods to gang"))
-				ok = false
-			}
-		}
-		if ok && treeOK {
-			b.c.finishGang(g)
-			b.c.gangs = append(b.c.gangs, g)
-		}
-	}
-}
-
-// overrideGang prepares the gang a muster.io/min-member annotation asks
-// for on a kind the definition does not gang: the whole workload, every
-// component with pods, named after the root component.
-func (b *builder) overrideGang() {
-	if len(b.c.gangs) > 0 || len(b.c.podComps) == 0 || b.c.order == nil {
-		return
-	}
-	g := &gangDef{name: b.c.comps[0].name}
-	for _, ci := range b.c.podComps {
-		g.members = append(g.members, memberDef{comp: ci})
-		g.memberNames = append(g.memberNames, b.c.comps[ci].name)
-	}
-	b.c.finishGang(g)
-	b.c.overrideGang = g
-}
-
-func (b *builder) topology(fp *field.Path, t *kartav1alpha1.TopologyConstraint) {
-	for _, f := range []struct{ name, v string }{{"requiredTopologyLevel", t.RequiredTopologyLevel}, {"preferredTopologyLevel", t.PreferredTopologyLevel}} {
-		if f.v == "" {
-			continue
-		}
-		for _, msg := range validation.IsQualifiedName(f.v) {
-			b.add(field.Invalid(fp.Child(f.name), f.v, "must be a node label key: "+msg))
-		}
-	}
-}
-
-// podBearing lists i, when it has pods, else its descendants with pods.
-func (c *Compiled) podBearing(i int) []int {
-	if c.comps[i].hasPods {
-		return []int{i}
-	}
-	var out []int
-	for _, ch := range c.comps[i].children {
-		if c.comps[ch].hasPods {
-			out = append(out, ch)
-		} else {
-			out = append(out, c.podBearing(ch)...)
-		}
-	}
-	return out
-}
-
-// finishGang fills what follows from the members: the counted components
-// and, for grouped gangs, the scope component.
-func (c *Compiled) finishGang(g *gangDef) {
-	seen := map[int]bool{}
-	for _, m := range g.members {
-		for _, ci := range c.podBearing(m.comp) {
-			if !seen[ci] {
-				seen[ci] = true
-				g.counted = append(g.counted, ci)
-			}
-		}
-	}
-	g.sizeMember = -1
-	if !g.grouped {
-		return
-	}
-	if len(g.members) == 1 {
-		if m := c.comps[g.members[0].comp]; !m.hasPods && (m.replicas != nil || m.minReplicas != nil) {
-			g.sizeMember = g.members[0].comp
-		}
-	}
-	scope := -1
-	for _, m := range g.members {
-		p := c.comps[m.comp].parent
-		if p < 0 {
-			p = m.comp // the root is its own scope
-		}
-		if scope < 0 {
-			scope = p
-		} else {
-			scope = c.lca(scope, p)
-		}
-	}
-	g.scope = scope
-}
-
-// lca is the lowest common ancestor of two components.
-func (c *Compiled) lca(a, b int) int {
-	for c.comps[a].depth > c.comps[b].depth {
-		a = c.comps[a].parent
-	}
-	for c.comps[b].depth > c.comps[a].depth {
-		b = c.comps[b].parent
-	}
-	for a != b {
-		a, b = c.comps[a].parent, c.comps[b].parent
-	}
-	return a
-}
-
-// isAncestorOrSelf reports whether a is c or above c.
-func (c *Compiled) isAncestorOrSelf(a, i int) bool {
-	for ; i >= 0; i = c.comps[i].parent {
-		if i == a {
-			return true
-		}
-	}
-	return false
 }

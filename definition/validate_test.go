@@ -84,8 +84,9 @@ func decodeAndCompile(y string) error {
 	return err
 }
 
-func TestValidate(t *testing.T) {
-	root := `
+// validateRoot is a definition of a root component only; cases append
+// its children.
+const validateRoot = `
 apiVersion: run.ai/v1alpha1
 kind: Karta
 metadata: {name: demo}
@@ -95,94 +96,149 @@ spec:
       name: app
       kind: {group: example.com, version: v1, kind: App}
 `
-	tests := []struct {
-		name string
-		yaml string
-		want []string // each must be found in one field error
-	}{
+
+// validateCase is a definition and what Validate must say about it.
+type validateCase struct {
+	name string
+	yaml string
+	want []string // each must be found in one field error
+}
+
+// checkValidate runs Validate on each case: no error when want is empty,
+// else every want in the errors.
+func checkValidate(t *testing.T, tests []validateCase) {
+	t.Helper()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			errs := Validate(decodeT(t, tc.yaml))
+			if len(tc.want) == 0 {
+				if len(errs) > 0 {
+					t.Fatalf("unexpected errors: %v", errs)
+				}
+				return
+			}
+			all := errs.ToAggregate()
+			if all == nil {
+				t.Fatalf("no errors, want %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(all.Error(), w) {
+					t.Errorf("errors %q\ndo not contain %q", all.Error(), w)
+				}
+			}
+		})
+	}
+}
+
+// TestValidateComponents: the component tree: names, kinds, owners.
+func TestValidateComponents(t *testing.T) {
+	checkValidate(t, []validateCase{
 		{"valid minimal", minimal, nil},
-		{"duplicate names", root + `
+		{"duplicate names", validateRoot + `
     childComponents:
       - {name: app, ownerRef: app}
 `, []string{`childComponents[0].name: Duplicate value: "app"`}},
-		{"empty name", root + `
+		{"empty name", validateRoot + `
     childComponents:
       - {name: "", ownerRef: app}
 `, []string{`childComponents[0].name: Required value`}},
-		{"root without kind", strings.Replace(root, "kind: {group: example.com, version: v1, kind: App}", "kind: null", 1),
+		{"root without kind", strings.Replace(validateRoot, "kind: {group: example.com, version: v1, kind: App}", "kind: null", 1),
 			[]string{"rootComponent.kind: Required value"}},
-		{"kind without version", strings.Replace(root, "version: v1, ", "", 1), []string{"rootComponent.kind.version: Required value"}},
-		{"empty group only for core", strings.Replace(root, "group: example.com, version: v1", `group: "", version: v2`, 1), []string{"rootComponent.kind.group"}},
-		{"child kind checked", root + `
+		{"kind without version", strings.Replace(validateRoot, "version: v1, ", "", 1), []string{"rootComponent.kind.version: Required value"}},
+		{"empty group only for core", strings.Replace(validateRoot, "group: example.com, version: v1", `group: "", version: v2`, 1), []string{"rootComponent.kind.group"}},
+		{"child kind checked", validateRoot + `
     childComponents:
       - {name: w, ownerRef: app, kind: {group: apps, version: v1, kind: ""}}
 `, []string{"childComponents[0].kind.kind: Required value"}},
-		{"root with owner", strings.Replace(root, "name: app\n", "name: app\n      ownerRef: app\n", 1), []string{"rootComponent.ownerRef: Forbidden"}},
-		{"child without owner", root + `
+		{"root with owner", strings.Replace(validateRoot, "name: app\n", "name: app\n      ownerRef: app\n", 1), []string{"rootComponent.ownerRef: Forbidden"}},
+		{"child without owner", validateRoot + `
     childComponents:
       - {name: w}
 `, []string{"childComponents[0].ownerRef: Required value"}},
-		{"cycle", root + `
+		{"cycle", validateRoot + `
     childComponents:
       - {name: a, ownerRef: b}
       - {name: b, ownerRef: a}
 `, []string{"childComponents[0].ownerRef", "cycle"}},
-		{"status only on root", root + `
+		{"several problems reported together", validateRoot + `
     childComponents:
-      - name: w
-        ownerRef: app
-        statusDefinition: {statusMappings: {}}
-`, []string{"childComponents[0].statusDefinition: Forbidden"}},
-		{"two spec shapes", root + `
+      - {name: a}
+      - {name: a, ownerRef: app, scaleDefinition: {replicasPath: "del(.x)"}}
+`, []string{"childComponents[0].ownerRef: Required", `childComponents[1].name: Duplicate`, "del modifies the document"}},
+	})
+}
+
+// TestValidateSpecAndSelectors: spec shapes and pod selectors.
+func TestValidateSpecAndSelectors(t *testing.T) {
+	checkValidate(t, []validateCase{
+		{"two spec shapes", validateRoot + `
     childComponents:
       - name: w
         ownerRef: app
         specDefinition: {podTemplateSpecPath: .a, podSpecPath: .b}
 `, []string{"childComponents[0].specDefinition", "exactly one of"}},
-		{"no spec shape", root + `
+		{"no spec shape", validateRoot + `
     childComponents:
       - {name: w, ownerRef: app, specDefinition: {}}
 `, []string{"exactly one of"}},
-		{"metadataPath alone", root + `
+		{"metadataPath alone", validateRoot + `
     childComponents:
       - name: w
         ownerRef: app
         specDefinition: {podTemplateSpecPath: .a, metadataPath: .m}
 `, []string{"specDefinition.metadataPath: Forbidden"}},
-		{"empty fragmented", root + `
+		{"empty fragmented", validateRoot + `
     childComponents:
       - {name: w, ownerRef: app, specDefinition: {fragmentedPodSpecDefinition: {}}}
 `, []string{"fragmentedPodSpecDefinition: Required value"}},
-		{"instance selector without instanceIdPath", root + `
+		{"instance selector without instanceIdPath", validateRoot + `
     childComponents:
       - name: w
         ownerRef: app
         specDefinition: {podTemplateSpecPath: .a}
         podSelector: {componentInstanceSelector: {idPath: .metadata.name}}
 `, []string{"childComponents[0].instanceIdPath: Required value"}},
-		{"instanceIdPath without instance selector", root + `
+		{"instanceIdPath without instance selector", validateRoot + `
     childComponents:
       - name: w
         ownerRef: app
         instanceIdPath: .spec.x[].name
         specDefinition: {podTemplateSpecPath: .a}
 `, []string{"childComponents[0].podSelector.componentInstanceSelector: Required value"}},
-		{"empty type selector", root + `
+		{"empty type selector", validateRoot + `
     childComponents:
       - name: w
         ownerRef: app
         specDefinition: {podTemplateSpecPath: .a}
         podSelector: {componentTypeSelector: {}}
 `, []string{"podSelector.componentTypeSelector: Required value"}},
-		{"conditions without path", root + `
+	})
+}
+
+// TestValidateStatus: the status definition.
+func TestValidateStatus(t *testing.T) {
+	checkValidate(t, []validateCase{
+		{"status only on root", validateRoot + `
+    childComponents:
+      - name: w
+        ownerRef: app
+        statusDefinition: {statusMappings: {}}
+`, []string{"childComponents[0].statusDefinition: Forbidden"}},
+		{"conditions without path", validateRoot + `
       statusDefinition:
         conditionsDefinition: {path: ""}
         statusMappings: {running: [{byConditions: [{type: Ready}]}]}
 `, []string{"conditionsDefinition.path: Required value"}},
-		{"empty matcher", root + `
+		{"empty matcher", validateRoot + `
       statusDefinition:
         statusMappings: {running: [{}]}
 `, []string{"statusMappings.running[0]: Required value"}},
+	})
+}
+
+// TestValidateGangs: gang definitions, older and newer form.
+func TestValidateGangs(t *testing.T) {
+	checkValidate(t, []validateCase{
 		{"gang member unknown", minimal + `
   optimizationInstructions:
     gangScheduling:
@@ -216,32 +272,7 @@ spec:
     gangScheduling:
       podGroups: [{name: g, members: [{componentName: worker, filters: ["env.HOME != null"]}]}]
 `, []string{"members[0].filters[0]", "env reaches outside the document"}},
-		{"several problems reported together", root + `
-    childComponents:
-      - {name: a}
-      - {name: a, ownerRef: app, scaleDefinition: {replicasPath: "del(.x)"}}
-`, []string{"childComponents[0].ownerRef: Required", `childComponents[1].name: Duplicate`, "del modifies the document"}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			errs := Validate(decodeT(t, tc.yaml))
-			if len(tc.want) == 0 {
-				if len(errs) > 0 {
-					t.Fatalf("unexpected errors: %v", errs)
-				}
-				return
-			}
-			all := errs.ToAggregate()
-			if all == nil {
-				t.Fatalf("no errors, want %q", tc.want)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(all.Error(), w) {
-					t.Errorf("errors %q\ndo not contain %q", all.Error(), w)
-				}
-			}
-		})
-	}
+	})
 }
 
 func TestDecodeAll(t *testing.T) {

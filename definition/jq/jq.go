@@ -1,9 +1,9 @@
 // Package jq is the sandbox every jq expression of a workload definition
-// runs in, and the only package of muster that imports gojq. A definition
-// is code written by whoever may create a Karta, so an expression is
-// bounded before it is parsed, checked against an allow-list after, and
-// every run of it ends within its time and memory budget, whatever it
-// does.
+// runs in; it and its subpackage schemacheck are the only code of muster
+// that imports gojq. A definition is code written by whoever may create a
+// Karta, so an expression is bounded before it is parsed, checked against
+// an allow-list after, and every run of it ends within its time and memory
+// budget, whatever it does.
 //
 // Compile takes an expression through these stages, each refusing what the
 // next could not survive:
