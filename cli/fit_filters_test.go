@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // jobGang is a Job of n one-GPU pods made one gang by muster.io/min-member,
@@ -129,5 +131,26 @@ profiles:
 	res = run(t, fitCluster(t, nodes, nil), jobGang(2, ""), "fit", "-f", "-", "--scheduler-config", bad)
 	if res.code != ExitUsage || !strings.Contains(res.stderr, bad) {
 		t.Errorf("exit %d, stderr %q; want a usage error naming %s", res.code, res.stderr, bad)
+	}
+}
+
+// TestFitLeavesRoomForNominatedPods: a pending pod nominated on a node (a
+// preemptor waiting for its victims) holds its room there, in fit as in
+// the scheduler's filters; the gang goes elsewhere, or does not fit.
+func TestFitLeavesRoomForNominatedPods(t *testing.T) {
+	nodes := []fitNode{{name: "a1", zone: "a", gpus: 4}, {name: "a2", zone: "a", gpus: 4}}
+	nominated := busyPod("preemptor", "", 4, corev1.PodPending)
+	nominated.Status.NominatedNodeName = "a1"
+	res := run(t, fitCluster(t, nodes, nil, nominated), jobGang(4, ""), "fit", "-f", "-", "-o", "json", "--no-preemption")
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s", res.code, res.stderr)
+	}
+	if g := decodeFit(t, res.stdout).Clusters[0].Workloads[0].Gangs[0]; !g.Fits || fitNodeCounts(g) != "a2=4" {
+		t.Errorf("fits %v on %s (%s); want all four members on a2, around the pod nominated on a1", g.Fits, fitNodeCounts(g), g.Reason)
+	}
+	res = run(t, fitCluster(t, nodes, nil, nominated), jobGang(5, ""), "fit", "-f", "-", "-o", "json", "--no-preemption")
+	g := decodeFit(t, res.stdout).Clusters[0].Workloads[0].Gangs[0]
+	if want := "counting as used the room of 1 pod nominated to these nodes (other/preemptor)"; g.Fits || !strings.Contains(g.Reason, want) {
+		t.Errorf("fits %v (%s); want no fit, the reason naming the nominated pod: %q", g.Fits, g.Reason, want)
 	}
 }

@@ -90,6 +90,12 @@ func (s *fitSnapshot) placeGang(ctx context.Context, g *fitGang) (GangFit, error
 		Filter: s.filters.Filter(),
 	}
 	res, err := plan.Compute(ctx, req)
+	if err == nil && len(g.pending) > 0 {
+		// As the plugin does: room held for pods nominated on the plan's
+		// nodes is not the gang's (the first member's priority decides
+		// which of them count; all of a gang's should have one).
+		res, err = plan.AvoidNominated(ctx, req, res, g.pending[0], s.nominatedOn)
+	}
 	// before: free GPUs per node before the gang (and its victims);
 	// evicted: GPUs its victims free there.
 	before, evicted := map[string]int64{}, map[string]int64{}

@@ -162,6 +162,11 @@ func (s *fitSnapshot) preempt(ctx context.Context, g *fitGang, req plan.Request,
 		PDBs:     l.pdbs,
 		GPUNames: s.gpuNames,
 	}
+	if len(g.pending) > 0 {
+		// The room pods nominated on a node wait for is not the gang's,
+		// in the search either (as muster-scheduler's).
+		req.Held, _ = plan.HoldNominated(req, g.pending[0], s.nominatedOn)
+	}
 	res, terminating, err := victims.Find(ctx, req, in)
 	var wnf *victims.WouldNotFitError
 	switch {

@@ -32,6 +32,8 @@ type fitSnapshot struct {
 	preemption bool
 	cluster    *Cluster
 	lists      *preemptionLists
+	// nominated are the pending pods nominated on each node.
+	nominated map[string][]fwk.PodInfo
 	// sched is the scheduler profile whose filters judge each node.
 	sched *schedProfile
 	// filters runs sched's plugins over infos.
@@ -42,9 +44,11 @@ type fitSnapshot struct {
 // in 20 pages.
 const fitPageSize = 500
 
-// takeSnapshot lists the nodes and the bound, unfinished pods.
+// takeSnapshot lists the nodes and the unfinished pods: those bound, and
+// those nominated to a node.
 func takeSnapshot(ctx context.Context, c *Cluster, gpuNames []corev1.ResourceName) (*fitSnapshot, error) {
-	s := &fitSnapshot{byName: map[string]*framework.NodeInfo{}, gpuNames: gpuNames, added: map[types.UID]bool{}, cluster: c}
+	s := &fitSnapshot{byName: map[string]*framework.NodeInfo{}, gpuNames: gpuNames, added: map[types.UID]bool{}, cluster: c,
+		nominated: map[string][]fwk.PodInfo{}}
 	var nodes []*corev1.Node
 	np := pager.New(pager.SimplePageFunc(func(opts metav1.ListOptions) (runtime.Object, error) {
 		return c.Kube.CoreV1().Nodes().List(ctx, opts)
@@ -62,22 +66,33 @@ func takeSnapshot(ctx context.Context, c *Cluster, gpuNames []corev1.ResourceNam
 	}
 	// The scheduler's own selection of the pods that take room: assigned
 	// to a node and not finished (terminating pods still hold theirs).
+	// Pending pods come in the same list for their nominations: the
+	// scheduler's filters count a pod nominated on a node there (a
+	// preemptor waiting for its victims), and so does the plan
+	// (plan.AvoidNominated).
 	byNode := map[string][]*corev1.Pod{}
 	pp := pager.New(pager.SimplePageFunc(func(opts metav1.ListOptions) (runtime.Object, error) {
 		return c.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
 	}))
 	pp.PageSize = fitPageSize
-	sel := "spec.nodeName!=,status.phase!=" + string(corev1.PodSucceeded) + ",status.phase!=" + string(corev1.PodFailed)
+	sel := "status.phase!=" + string(corev1.PodSucceeded) + ",status.phase!=" + string(corev1.PodFailed)
 	if err := pp.EachListItem(ctx, metav1.ListOptions{FieldSelector: sel}, func(obj runtime.Object) error {
 		p, ok := obj.(*corev1.Pod)
 		if !ok {
 			return fmt.Errorf("list pods: got %T", obj)
 		}
 		// Fake clients ignore field selectors: check again.
-		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			return nil
+		switch {
+		case p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed:
+		case p.Spec.NodeName != "":
+			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
+		case p.Status.NominatedNodeName != "" && p.DeletionTimestamp == nil:
+			pi, err := framework.NewPodInfo(p)
+			if err != nil {
+				return fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
+			}
+			s.nominated[p.Status.NominatedNodeName] = append(s.nominated[p.Status.NominatedNodeName], pi)
 		}
-		byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
 		return nil
 	}); err != nil {
 		return nil, apiError("list pods", err)
@@ -115,4 +130,10 @@ func (s *fitSnapshot) totals() (alloc, free int64, partial int) {
 		}
 	}
 	return alloc, free, partial
+}
+
+// nominatedOn lists the pods nominated on node that fit has not placed
+// (a member fit placed is bound in the snapshot).
+func (s *fitSnapshot) nominatedOn(node string) []fwk.PodInfo {
+	return s.nominated[node]
 }
