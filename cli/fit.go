@@ -39,10 +39,13 @@ placed before it counted, as the scheduler sees them when it reserves them.
 Resources (CPU, memory, pods, GPUs and every other requested resource) as
 the planner counts them. Namespaces are listed only when an affinity term
 selects namespaces by label; persistent volume claims, volumes, storage
-classes and CSI nodes only when a member mounts a claim. Not evaluated, and
-named in the report: DRA resource claims, plugins not built into
-kube-scheduler, pods nominated to nodes and the capacity other gangs' plans
-hold in the scheduler's memory.
+classes and CSI nodes only when a member mounts a claim. Pods nominated to
+a node (a preemptor waiting for its victims) hold their room there, as the
+scheduler's filters count them. Not evaluated, and named in the report:
+DRA resource claims and plugins not built into kube-scheduler; nor is the
+capacity other gangs' plans hold in the scheduler's memory. fit -f judges
+the pods as their templates write them: labels a controller adds to its
+pods (a Job's job-name) are known only on a submitted workload (TYPE/NAME).
 
 Preemption: a gang that does not fit now is given the scheduler's victim
 search (plugins/gang/victims), on the same snapshot. The gang's priority is
