@@ -57,7 +57,18 @@ const (
 	AnnotationVolcanoGroup = "scheduling.k8s.io/group-name"
 	AnnotationKAIGroup     = "pod-group-name"
 
+	// LabelNativeGangs on a namespace ("enabled") opts its pods in to the
+	// pod-grouper's admission webhook, which joins each gang member to its
+	// native PodGroup at create (spec.schedulingGroup is immutable after).
+	LabelNativeGangs = "muster.io/native-gangs"
+	// NativeGangsEnabled is LabelNativeGangs' value that opts in.
+	NativeGangsEnabled = "enabled"
+
 	// PodGroup labels naming where a gang comes from.
+	// LabelWorkloadUID on a native PodGroup (scheduling.k8s.io/v1beta1) is
+	// the UID of the workload whose gang it is: a new incarnation of the
+	// workload under the same name gets new PodGroups.
+	LabelWorkloadUID  = "muster.io/workload-uid"
 	LabelWorkloadKind = "muster.io/workload-kind"
 	LabelWorkloadName = "muster.io/workload-name"
 	LabelDefinition   = "muster.io/definition"

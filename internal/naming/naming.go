@@ -166,3 +166,28 @@ func sanitizeName(s string) string {
 	}
 	return strings.Trim(b.String(), "-")
 }
+
+// uidLength is how much of the workload's UID a native PodGroup name
+// carries: enough that two incarnations of a workload never share one.
+const uidLength = 8
+
+// NativePodGroupName returns the name of the native PodGroup
+// (scheduling.k8s.io/v1beta1) of a gang instance: PodGroupName's, with the
+// first characters of the workload's UID appended. A native PodGroup keeps
+// a finalizer while any pod names it, and a pod's spec.schedulingGroup is
+// immutable: a workload deleted and created again under the same name must
+// never meet its old, terminating PodGroup.
+func NativePodGroupName(workload string, uid string, k *kartav1alpha1.Karta, gangDef string, keys []string) string {
+	base := PodGroupName(workload, k, gangDef, keys)
+	id := sanitizeName(uid)
+	if len(id) > uidLength {
+		id = id[:uidLength]
+	}
+	if id == "" {
+		return base
+	}
+	if keep := MaxLength - 1 - len(id); len(base) > keep {
+		base = strings.TrimRight(base[:keep], "-")
+	}
+	return base + "-" + id
+}

@@ -134,3 +134,25 @@ func TestLabelValue(t *testing.T) {
 		t.Errorf("LabelValue(train) = %q, want it unchanged", got)
 	}
 }
+
+func TestNativePodGroupName(t *testing.T) {
+	long := strings.Repeat("w", 70)
+	for _, tc := range []struct {
+		workload, uid string
+		keys          []string
+		want          string
+	}{
+		{"train", "1b4e28ba-2fa1-11d2-883f-0016d3cca427", nil, "train-1b4e28ba"},
+		{"serve", "9f0c7d1e-aaaa", []string{"0"}, "serve-group-0-9f0c7d1e"},
+		{"train", "", nil, "train"},
+	} {
+		if got := NativePodGroupName(tc.workload, tc.uid, nil, "group", tc.keys); got != tc.want {
+			t.Errorf("NativePodGroupName(%q, %q, %v) = %q, want %q", tc.workload, tc.uid, tc.keys, got, tc.want)
+		}
+	}
+	a := NativePodGroupName(long, "aaaaaaaa-1", nil, "group", nil)
+	b := NativePodGroupName(long, "bbbbbbbb-1", nil, "group", nil)
+	if a == b || len(a) > MaxLength || !strings.HasSuffix(a, "-aaaaaaaa") {
+		t.Errorf("long names %q and %q: want distinct, ≤ %d characters, ending in the UID", a, b, MaxLength)
+	}
+}
