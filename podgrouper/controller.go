@@ -63,7 +63,23 @@ type Options struct {
 	MaxOwnerDepth int
 	// Clock is injected by tests (default the real clock).
 	Clock clock.PassiveClock
+	// Native turns on native mode: new gangs get Kubernetes' own
+	// PodGroups (scheduling.k8s.io/v1beta1), joined by the admission
+	// webhook (WebhookHandler); gangs that already have a
+	// scheduler-plugins PodGroup keep it until they end. The cluster
+	// must serve the API.
+	Native bool
+	// NativeSchedulerNames are schedulers, besides SchedulerNames, whose
+	// pods are joined to native PodGroups in native mode (default
+	// [DefaultNativeSchedulerName]). Their pods get no scheduler-plugins
+	// PodGroup and no label: those schedulers do not read them.
+	NativeSchedulerNames []string
 }
+
+// DefaultNativeSchedulerName is the default kube-scheduler, whose in-tree
+// GangScheduling plugin places native PodGroups.
+const DefaultNativeSchedulerName = "default-scheduler"
+
 
 // Clients are the API clients the controller reads and writes with.
 type Clients struct {
@@ -88,6 +104,12 @@ type Controller struct {
 	clock    clock.PassiveClock
 
 	schedulers map[string]bool
+	// nativeOnly are the NativeSchedulerNames that are not also
+	// SchedulerNames: their pods are only ever grouped natively.
+	nativeOnly map[string]bool
+	// native holds the native PodGroup cache and writes (native.go); nil
+	// unless Options.Native.
+	native *nativeState
 
 	kubeFactory informers.SharedInformerFactory
 	pgFactory   pginformers.SharedInformerFactory
@@ -128,6 +150,10 @@ type Controller struct {
 	priorities *memberPriorities
 
 	synced atomic.Bool
+	// started guards Start: the informers run once per controller.
+	startOnce sync.Once
+	startErr  error
+	started   atomic.Bool
 
 	// syncHandler is sync; tests replace it.
 	syncHandler func(ctx context.Context, key string) error
@@ -149,10 +175,14 @@ func NewController(ctx context.Context, c Clients, defs Definitions, recorder re
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	if opts.Native && len(opts.NativeSchedulerNames) == 0 {
+		opts.NativeSchedulerNames = []string{DefaultNativeSchedulerName}
+	}
 	registerMetrics()
 	ctrl := &Controller{
 		kube: c.Kube, pgClient: c.PodGroups, defs: defs, recorder: recorder, opts: opts, clock: opts.Clock,
 		schedulers: map[string]bool{},
+		nativeOnly: map[string]bool{},
 		index:      newRootIndex(),
 		priorities: newMemberPriorities(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
@@ -163,19 +193,26 @@ func NewController(ctx context.Context, c Clients, defs Definitions, recorder re
 	for _, n := range opts.SchedulerNames {
 		ctrl.schedulers[n] = true
 	}
+	if opts.Native {
+		for _, n := range opts.NativeSchedulerNames {
+			if !ctrl.schedulers[n] {
+				ctrl.nativeOnly[n] = true
+			}
+		}
+	}
 
 	// With one scheduler name the API server filters for us; several names
 	// cannot be OR-ed in a field selector, so then every pod is watched and
 	// the event handler filters.
 	var factoryOpts []informers.SharedInformerOption
-	if len(opts.SchedulerNames) == 1 {
+	if len(opts.SchedulerNames) == 1 && len(ctrl.nativeOnly) == 0 {
 		sel := fields.OneTermEqualSelector("spec.schedulerName", opts.SchedulerNames[0]).String()
 		factoryOpts = append(factoryOpts, informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = sel }))
 	}
 	factoryOpts = append(factoryOpts, informers.WithTransform(podtrim.NewInterner(podtrim.DefaultMaxLists).Transform))
 	ctrl.kubeFactory = informers.NewSharedInformerFactoryWithOptions(c.Kube, 0, factoryOpts...)
 	podInformer := ctrl.kubeFactory.Core().V1().Pods()
-	if err := podInformer.Informer().AddIndexers(cache.Indexers{podGroupIndex: indexByPodGroup}); err != nil {
+	if err := podInformer.Informer().AddIndexers(cache.Indexers{podGroupIndex: indexByPodGroup, nativeGroupIndex: indexByNativeGroup}); err != nil {
 		return nil, fmt.Errorf("adding pod index: %w", err)
 	}
 	if _, err := podInformer.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
@@ -218,6 +255,13 @@ func NewController(ctx context.Context, c Clients, defs Definitions, recorder re
 	ctrl.roots = newRoots(c.Dynamic, ctrl.rootChanged)
 	ctrl.refs = newRefWatch(c.Dynamic, ctrl.requeueRoot)
 	ctrl.kartas = newKartas(c.Dynamic, c.Mapper, defs, ctrl.definitionsChanged)
+	if opts.Native {
+		ns, err := newNativeState(ctx, ctrl)
+		if err != nil {
+			return nil, err
+		}
+		ctrl.native = ns
+	}
 	ctrl.syncHandler = ctrl.sync
 	return ctrl, nil
 }
@@ -226,8 +270,45 @@ func NewController(ctx context.Context, c Clients, defs Definitions, recorder re
 // readiness endpoint serves it.
 func (c *Controller) HasSynced() bool { return c.synced.Load() }
 
-// Run starts the informers, applies the cluster's definitions, then runs
-// workers until ctx is done. It returns when every worker has stopped.
+// Start starts the informers and applies the cluster's definitions, and
+// returns once the caches are synced; it writes nothing. Every replica
+// calls it, leader or not, when it serves the admission webhook, which
+// reads the same caches (Admit refuses until Started). Later calls return
+// the first one's result. The informers stop with ctx.
+func (c *Controller) Start(ctx context.Context) error {
+	c.startOnce.Do(func() {
+		// Definitions are read, their conditions written only by Run.
+		c.kartas.writes.Store(false)
+		c.roots.start(ctx)
+		c.refs.start(ctx)
+		c.kubeFactory.Start(ctx.Done())
+		c.pgFactory.Start(ctx.Done())
+		synced := []cache.InformerSynced{c.podSynced, c.pgSynced}
+		if c.native != nil {
+			c.native.factory.Start(ctx.Done())
+			synced = append(synced, c.native.synced)
+		}
+		// Cluster definitions first: a pod synced before them would be
+		// marked gang-free and then regrouped.
+		if err := c.kartas.start(ctx); err != nil {
+			c.startErr = err
+			return
+		}
+		if !cache.WaitForNamedCacheSyncWithContext(ctx, synced...) {
+			c.startErr = fmt.Errorf("podgrouper: caches not synced: %w", context.Cause(ctx))
+			return
+		}
+		c.started.Store(true)
+	})
+	return c.startErr
+}
+
+// Started reports whether Start has synced the caches.
+func (c *Controller) Started() bool { return c.started.Load() }
+
+// Run starts the informers (Start), applies the cluster's definitions,
+// then runs workers until ctx is done. It returns when every worker has
+// stopped.
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	defer utilruntime.HandleCrash()
 	logger := klog.FromContext(ctx)
@@ -243,21 +324,15 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 		c.kartas.shutdown()
 		c.kubeFactory.Shutdown()
 		c.pgFactory.Shutdown()
+		if c.native != nil {
+			c.native.factory.Shutdown()
+		}
 	}()
-
-	c.roots.start(ctx)
-	c.refs.start(ctx)
-	c.kubeFactory.Start(ctx.Done())
-	c.pgFactory.Start(ctx.Done())
-	// Cluster definitions first: a pod synced before them would be marked
-	// gang-free and then regrouped.
-	if err := c.kartas.start(ctx); err != nil {
+	if err := c.Start(ctx); err != nil {
 		return err
 	}
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.podSynced, c.pgSynced) {
-		return fmt.Errorf("podgrouper: caches not synced: %w", context.Cause(ctx))
-	}
-	logger.Info("Starting pod-grouper", "schedulers", c.opts.SchedulerNames, "workers", workers)
+	c.kartas.enableWrites()
+	logger.Info("Starting pod-grouper", "schedulers", c.opts.SchedulerNames, "native", c.opts.Native, "nativeSchedulers", c.opts.NativeSchedulerNames, "workers", workers)
 	for range workers {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.worker, time.Second) })
 	}
@@ -314,7 +389,9 @@ func (c *Controller) definitionsChanged() {
 	}
 }
 
-func (c *Controller) ownScheduler(name string) bool { return c.schedulers[name] }
+// ownScheduler reports whether pods of scheduler name are the
+// pod-grouper's: its own schedulers', and in native mode the native ones'.
+func (c *Controller) ownScheduler(name string) bool { return c.schedulers[name] || c.nativeOnly[name] }
 
 // forgetPod drops what the controller remembers about a deleted pod.
 func (c *Controller) forgetPod(key string, uid types.UID) {

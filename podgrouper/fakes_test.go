@@ -215,6 +215,13 @@ type world struct {
 
 func newWorld(t *testing.T, defs Definitions, owners []*obj, roots []*obj, pods []*corev1.Pod, pgs []*schedv1alpha1.PodGroup) *world {
 	t.Helper()
+	return newWorldWith(t, Options{}, defs, owners, roots, pods, pgs)
+}
+
+// newWorldWith is newWorld with options; extra objects for the kube
+// client (native PodGroups) come after the pods in kubeObjs.
+func newWorldWith(t *testing.T, opts Options, defs Definitions, owners []*obj, roots []*obj, pods []*corev1.Pod, pgs []*schedv1alpha1.PodGroup, kubeObjs ...runtime.Object) *world {
+	t.Helper()
 	// The fake clients of scheduler-plugins and client-go/metadata do not
 	// send the bookmark a watch-list stream starts with; list then watch.
 	clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, false)
@@ -226,7 +233,7 @@ func newWorld(t *testing.T, defs Definitions, owners []*obj, roots []*obj, pods 
 	for _, p := range pods {
 		podObjs = append(podObjs, p)
 	}
-	kube := kubefake.NewClientset(podObjs...)
+	kube := kubefake.NewClientset(append(podObjs, kubeObjs...)...)
 	var pgObjs []runtime.Object
 	for _, p := range pgs {
 		pgObjs = append(pgObjs, p)
@@ -254,21 +261,32 @@ func newWorld(t *testing.T, defs Definitions, owners []*obj, roots []*obj, pods 
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds, dynObjs...)
 
 	rec := record.NewFakeRecorder(100)
-	ctrl, err := NewController(ctx, Clients{Kube: kube, PodGroups: pgc, Metadata: md, Dynamic: dyn, Mapper: testMapper()}, defs, rec, Options{})
+	ctrl, err := NewController(ctx, Clients{Kube: kube, PodGroups: pgc, Metadata: md, Dynamic: dyn, Mapper: testMapper()}, defs, rec, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctrl.roots.start(ctx)
 	ctrl.kubeFactory.Start(ctx.Done())
 	ctrl.pgFactory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), ctrl.podSynced, ctrl.pgSynced) {
+	synced := []cache.InformerSynced{ctrl.podSynced, ctrl.pgSynced}
+	if ctrl.native != nil {
+		ctrl.native.factory.Start(ctx.Done())
+		synced = append(synced, ctrl.native.synced)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		t.Fatal("caches not synced")
 	}
+	// What Start does besides the informers: the test world has no
+	// Karta CRD.
+	ctrl.started.Store(true)
 	t.Cleanup(func() {
 		cancel()
 		ctrl.roots.shutdown()
 		ctrl.kubeFactory.Shutdown()
 		ctrl.pgFactory.Shutdown()
+		if ctrl.native != nil {
+			ctrl.native.factory.Shutdown()
+		}
 	})
 	return &world{ctrl: ctrl, kube: kube, pg: pgc, md: md, recorder: rec, ctx: ctx}
 }

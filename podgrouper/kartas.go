@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -69,15 +70,29 @@ type kartas struct {
 	// not recompile anything or requeue pods.
 	applied string
 	results map[string]Entry // compile result per Karta name, of that set
+	// writes turns on the status writes: off in a replica that is not
+	// the leader, which reads the definitions (its admission webhook
+	// needs them) but leaves the Karta conditions to the leader.
+	writes atomic.Bool
 }
 
 func newKartas(client dynamic.Interface, mapper meta.RESTMapper, defs Definitions, onChange func()) *kartas {
-	return &kartas{
+	k := &kartas{
 		client: client, mapper: mapper, defs: defs, onChange: onChange,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "muster_podgrouper_kartas"},
 		),
+	}
+	k.writes.Store(true)
+	return k
+}
+
+// enableWrites makes this process write the Karta conditions from now on
+// (it became the leader), and re-applies the set once so they are written.
+func (k *kartas) enableWrites() {
+	if !k.writes.Swap(true) {
+		k.queue.Add(kartaKey)
 	}
 }
 
@@ -316,6 +331,9 @@ func truncateMessage(m string) string { return api.Truncate(m, maxStatusMessage)
 
 // writeCondition sets cond on u's status when it differs.
 func (k *kartas) writeCondition(ctx context.Context, u *unstructured.Unstructured, cond metav1.Condition) error {
+	if !k.writes.Load() {
+		return nil
+	}
 	var conds []metav1.Condition
 	if raw, ok, _ := unstructured.NestedSlice(u.Object, "status", "conditions"); ok {
 		data, _ := json.Marshal(raw)

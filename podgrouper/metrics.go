@@ -47,6 +47,16 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"reason"})
 
+	webhookDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Namespace: "muster",
+		Subsystem: "podgrouper",
+		Name:      "webhook_duration_seconds",
+		Help:      "Time the admission webhook takes for one pod create, by result (joined, unchanged, refused).",
+		// From 0.1 ms: the budget is a few milliseconds per pod create.
+		Buckets:        metrics.ExponentialBuckets(0.0001, 2, 16),
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+
 	registerOnce sync.Once
 )
 
@@ -54,6 +64,6 @@ var (
 // served on /metrics. It is safe to call more than once.
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(reconcileDuration, podToPodGroup, errorsTotal)
+		legacyregistry.MustRegister(reconcileDuration, podToPodGroup, errorsTotal, webhookDuration)
 	})
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
+	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/muster-io/muster/api"
@@ -59,6 +60,9 @@ type decision struct {
 	gang     *definition.Gang
 	pgName   string
 	pg       *schedv1alpha1.PodGroup
+	// nativePG is the gang's native PodGroup, in native mode, for gangs
+	// of a workload above the pod (a bare pod has no UID at admission).
+	nativePG *schedv1beta1.PodGroup
 	rootUID  types.UID
 	reason   string // gang-free reason
 	yieldMsg string // set when another mechanism owns the pod
@@ -90,6 +94,15 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return err
 	}
 	if !c.ownScheduler(pod.Spec.SchedulerName) || pod.DeletionTimestamp != nil {
+		return nil
+	}
+	if c.native != nil && pod.Spec.SchedulingGroup != nil {
+		return c.syncNative(ctx, pod)
+	}
+	if c.nativeOnly[pod.Spec.SchedulerName] {
+		// Not joined at creation (its namespace is not opted in, or it
+		// predates native mode): its scheduler reads no label of ours,
+		// and the field cannot be set any more.
 		return nil
 	}
 	if msg := foreignMarker(pod); msg != "" {
@@ -287,6 +300,9 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod) (*decision, er
 	d.workload = l.ref()
 	d.pgName = naming.PodGroupName(root.GetName(), karta, gang.Definition, gang.Keys)
 	d.pg = desiredPodGroup(d.pgName, pod.Namespace, root, entry.Name, gang, c.opts.ScheduleTimeoutSeconds)
+	if c.native != nil && top > 0 {
+		d.nativePG = desiredNativePodGroup(nativeName(root, entry, gang), pod, root, entry.Name, gang)
+	}
 	return d, nil
 }
 
