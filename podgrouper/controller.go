@@ -80,7 +80,6 @@ type Options struct {
 // GangScheduling plugin places native PodGroups.
 const DefaultNativeSchedulerName = "default-scheduler"
 
-
 // Clients are the API clients the controller reads and writes with.
 type Clients struct {
 	Kube      kubernetes.Interface

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -18,7 +19,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
-	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/muster-io/muster/api"
@@ -57,9 +57,9 @@ func (c *Controller) noteWorkload(ref *corev1.ObjectReference, eventType, reason
 // and object), scheduled alone (reason), or held (hold) when the gang cannot
 // be computed.
 type decision struct {
-	gang     *definition.Gang
-	pgName   string
-	pg       *schedv1alpha1.PodGroup
+	gang   *definition.Gang
+	pgName string
+	pg     *schedv1alpha1.PodGroup
 	// nativePG is the gang's native PodGroup, in native mode, for gangs
 	// of a workload above the pod (a bare pod has no UID at admission).
 	nativePG *schedv1beta1.PodGroup
