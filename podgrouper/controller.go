@@ -70,8 +70,8 @@ type Options struct {
 	// must serve the API.
 	Native bool
 	// NativeSchedulerNames are schedulers, besides SchedulerNames, whose
-	// pods are joined to native PodGroups in native mode (default
-	// [DefaultNativeSchedulerName]). Their pods get no scheduler-plugins
+	// pods are joined to native PodGroups in native mode (nil:
+	// [DefaultNativeSchedulerName]; empty: none). Their pods get no scheduler-plugins
 	// PodGroup and no label: those schedulers do not read them.
 	NativeSchedulerNames []string
 }
@@ -174,7 +174,8 @@ func NewController(ctx context.Context, c Clients, defs Definitions, recorder re
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	if opts.Native && len(opts.NativeSchedulerNames) == 0 {
+	// nil is the default; an empty list (set on purpose) is none.
+	if opts.Native && opts.NativeSchedulerNames == nil {
 		opts.NativeSchedulerNames = []string{DefaultNativeSchedulerName}
 	}
 	registerMetrics()

@@ -5,6 +5,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -42,7 +43,23 @@ type Options struct {
 	LeaderElection         componentbaseconfig.LeaderElectionConfiguration
 	Logs                   *logsapi.LoggingConfiguration
 	FeatureGate            featuregate.MutableFeatureGate
+
+	// Native mode (docs/native-gangs.md).
+	PodGroupAPI          string
+	NativeSchedulerNames []string
+	WebhookBindAddress   string
+	WebhookCertDir       string
+	WebhookSecret        string
+	WebhookConfiguration string
+	WebhookDNSNames      []string
 }
+
+// Values of --podgroup-api.
+const (
+	PodGroupAPISchedulerPlugins = "scheduler-plugins"
+	PodGroupAPINative           = "native"
+	PodGroupAPIAuto             = "auto"
+)
 
 const (
 	contentTypeProtobuf = "application/vnd.kubernetes.protobuf"
@@ -79,6 +96,13 @@ func NewOptions() *Options {
 		},
 		Logs:        logsapi.NewLoggingConfiguration(),
 		FeatureGate: fg,
+
+		PodGroupAPI:          PodGroupAPISchedulerPlugins,
+		NativeSchedulerNames: []string{podgrouper.DefaultNativeSchedulerName},
+		WebhookBindAddress:   ":9443",
+		WebhookSecret:        "muster-system/muster-podgrouper-webhook-tls",
+		WebhookConfiguration: "muster-podgrouper",
+		WebhookDNSNames:      []string{"muster-podgrouper-webhook.muster-system.svc"},
 	}
 }
 
@@ -94,6 +118,15 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Queries per second to the API server.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of queries to the API server.")
 	fs.StringVar(&o.KubeAPIContentType, "kube-api-content-type", o.KubeAPIContentType, "Content type of requests for built-in resources: "+contentTypeProtobuf+" or "+contentTypeJSON+". Custom resources always use JSON.")
+	fs.StringVar(&o.PodGroupAPI, "podgroup-api", o.PodGroupAPI, "Which PodGroups new gangs get: "+PodGroupAPISchedulerPlugins+" (scheduler-plugins v1alpha1, for muster-scheduler), "+
+		PodGroupAPINative+" (Kubernetes' own scheduling.k8s.io/v1beta1, placed by the default kube-scheduler; the cluster must serve it), or "+
+		PodGroupAPIAuto+" (native when the cluster serves it). Gangs that already run keep theirs.")
+	fs.StringSliceVar(&o.NativeSchedulerNames, "native-scheduler-name", o.NativeSchedulerNames, "In native mode, schedulers besides --scheduler-name whose pods join native PodGroups; repeat or comma-separate; empty: none.")
+	fs.StringVar(&o.WebhookBindAddress, "webhook-bind-address", o.WebhookBindAddress, "In native mode, the HTTPS address of the admission webhook ("+podgrouper.WebhookPath+") that joins pods to their PodGroup at create; empty turns it off.")
+	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", o.WebhookCertDir, "A directory with tls.crt and tls.key for the webhook (cert-manager); empty: the pod-grouper makes and renews its own, in --webhook-secret.")
+	fs.StringVar(&o.WebhookSecret, "webhook-secret", o.WebhookSecret, "NAMESPACE/NAME of the Secret holding the self-managed webhook CA and certificate, shared by every replica.")
+	fs.StringVar(&o.WebhookConfiguration, "webhook-configuration", o.WebhookConfiguration, "The MutatingWebhookConfiguration whose caBundle the pod-grouper keeps current (self-managed certificates only).")
+	fs.StringSliceVar(&o.WebhookDNSNames, "webhook-dns-name", o.WebhookDNSNames, "Names (or IPs) the self-managed serving certificate is for; repeat or comma-separate.")
 	options.BindLeaderElectionFlags(&o.LeaderElection, fs)
 	logsapi.AddFlags(o.Logs, fs)
 	o.FeatureGate.AddFlag(fs)
@@ -129,6 +162,7 @@ func (o *Options) Validate() error {
 	if o.LeaderElection.LeaderElect && o.LeaderElection.ResourceName == "" {
 		errs = append(errs, errors.New("--leader-elect-resource-name: required with --leader-elect"))
 	}
+	errs = append(errs, o.validateNative()...)
 	if err := logsapi.Validate(o.Logs, o.FeatureGate, nil).ToAggregate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -142,4 +176,32 @@ func (o *Options) Validate() error {
 // set-up by not calling it.
 func (o *Options) ApplyLogging() error {
 	return logsapi.ValidateAndApply(o.Logs, o.FeatureGate)
+}
+
+// validateNative checks the native-mode flags.
+func (o *Options) validateNative() []error {
+	var errs []error
+	switch o.PodGroupAPI {
+	case PodGroupAPISchedulerPlugins, PodGroupAPINative, PodGroupAPIAuto:
+	default:
+		errs = append(errs, fmt.Errorf("--podgroup-api: %q; must be %s, %s or %s", o.PodGroupAPI, PodGroupAPISchedulerPlugins, PodGroupAPINative, PodGroupAPIAuto))
+	}
+	if o.PodGroupAPI == PodGroupAPISchedulerPlugins || o.WebhookBindAddress == "" {
+		return errs
+	}
+	if o.WebhookCertDir != "" {
+		return errs
+	}
+	if ns, name, ok := strings.Cut(o.WebhookSecret, "/"); !ok || ns == "" || name == "" {
+		errs = append(errs, fmt.Errorf("--webhook-secret: %q; must be NAMESPACE/NAME", o.WebhookSecret))
+	}
+	if len(o.WebhookDNSNames) == 0 {
+		errs = append(errs, errors.New("--webhook-dns-name: at least one name is required for a self-managed certificate"))
+	}
+	for _, n := range o.WebhookDNSNames {
+		if n == "" {
+			errs = append(errs, errors.New("--webhook-dns-name: empty name"))
+		}
+	}
+	return errs
 }

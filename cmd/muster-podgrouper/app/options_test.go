@@ -49,6 +49,13 @@ func TestValidateFlags(t *testing.T) {
 		{args: []string{"--kube-api-qps=0"}, want: "--kube-api-qps 0"},
 		{args: []string{"--max-owner-depth=0"}, want: "--max-owner-depth: 0"},
 		{args: []string{"--scheduler-name="}, want: "--scheduler-name"},
+		{args: []string{"--podgroup-api=native"}},
+		{args: []string{"--podgroup-api=auto", "--webhook-cert-dir=/certs", "--webhook-secret="}},
+		{args: []string{"--podgroup-api=volcano"}, want: `--podgroup-api: "volcano"`},
+		{args: []string{"--podgroup-api=native", "--webhook-secret=tls"}, want: `--webhook-secret: "tls"`},
+		{args: []string{"--podgroup-api=native", "--webhook-dns-name="}, want: "--webhook-dns-name"},
+		{args: []string{"--podgroup-api=native", "--native-scheduler-name="}},
+		{args: []string{"--podgroup-api=native", "--webhook-bind-address=", "--webhook-secret=x"}},
 	} {
 		o := NewOptions()
 		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)

@@ -80,19 +80,43 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	recorder, stopEvents := newRecorder(ctx, clients)
 	defer stopEvents()
-	ctrl, err := newController(ctx, o, clients, recorder)
+	native, err := resolveNative(ctx, o, clients)
+	if err != nil {
+		return err
+	}
+	ctrl, err := newController(ctx, o, clients, recorder, native)
 	if err != nil {
 		return err
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	srvErr := make(chan error, 1)
-	srv, err := serve(ctx, o.BindAddress, o.Profiling, ctrl.HasSynced, srvErr)
+	srvErr := make(chan error, 2)
+	// With the webhook on, every replica that has synced its caches
+	// answers it, leader or not, and is ready; otherwise only the leader,
+	// whose workers run, is.
+	webhook := native && o.WebhookBindAddress != ""
+	ready := ctrl.HasSynced
+	if webhook {
+		ready = ctrl.Started
+	}
+	srv, err := serve(ctx, o.BindAddress, o.Profiling, ready, srvErr)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = srv.Close() }()
+	if webhook {
+		go func() {
+			if err := ctrl.Start(ctx); err != nil {
+				srvErr <- fmt.Errorf("starting the pod-grouper's caches: %w", err)
+			}
+		}()
+		wsrv, err := serveWebhook(ctx, o, clients, ctrl, srvErr)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = wsrv.Close() }()
+	}
 
 	run := func(ctx context.Context) {
 		if err := ctrl.Run(ctx, o.Workers); err != nil {
@@ -135,12 +159,16 @@ func newRecorder(ctx context.Context, clients podgrouper.Clients) (recorder reco
 
 // newController builds the pod-grouper's controller on the embedded
 // catalog and the cluster's Kartas.
-func newController(ctx context.Context, o *Options, clients podgrouper.Clients, recorder record.EventRecorder) (*podgrouper.Controller, error) {
+func newController(ctx context.Context, o *Options, clients podgrouper.Clients, recorder record.EventRecorder, native bool) (*podgrouper.Controller, error) {
 	reg, err := catalog.NewRegistry(definition.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("embedded catalog: %w", err)
 	}
 	opts := podgrouper.Options{SchedulerNames: o.SchedulerNames, MaxOwnerDepth: o.MaxOwnerDepth}
+	if native {
+		opts.Native = true
+		opts.NativeSchedulerNames = append([]string{}, o.NativeSchedulerNames...)
+	}
 	if o.ScheduleTimeoutSeconds > 0 {
 		opts.ScheduleTimeoutSeconds = ptr.To(o.ScheduleTimeoutSeconds)
 	}
@@ -217,7 +245,8 @@ func serve(ctx context.Context, addr string, profiling bool, synced func() bool,
 
 // newMux serves /healthz, /readyz and /metrics. readyz is OK once the
 // controller's caches are synced and its workers run (only the leader is
-// ready; a standby answers 503). With profiling, /debug/pprof/ serves the Go
+// ready; a standby answers 503), or with the admission webhook on, once
+// the caches are synced (every replica answers the webhook). With profiling, /debug/pprof/ serves the Go
 // profiles too; it is off by default because the endpoint has no
 // authentication.
 func newMux(profiling bool, synced func() bool) *http.ServeMux {
