@@ -25,6 +25,7 @@ func main() {
 	fs.StringVar(&cfg.LogFile, "log-file", "", "control-plane log file (default: muster-sandbox.log beside the kubeconfig)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "stay up until Ctrl-C or SIGTERM, then shut down cleanly")
 	fs.BoolVar(&cfg.NoExamples, "no-examples", false, "start without operators and example workloads")
+	fs.BoolVar(&cfg.Native, "native", false, "native gangs: Kubernetes' own PodGroups (GenericWorkload gate on), written by the pod-grouper and its webhook, placed by the default kube-scheduler instead of muster-scheduler")
 	fs.BoolVar(&cfg.NoMuster, "no-muster", false, "start without muster-scheduler and the pod-grouper, for your own builds (implies --keep; examples are not applied)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: muster-sandbox [flags]
@@ -52,6 +53,10 @@ Examples:
 
   # Stay up with 8 nodes of 8 GPUs in 2 zones, kubeconfig where you want it
   muster-sandbox --nodes 8 --gpus-per-node 8 --zones 2 --keep --kubeconfig /tmp/muster.kubeconfig
+
+  # Native gangs: the default kube-scheduler places every defined kind's
+  # gangs on the pod-grouper's scheduling.k8s.io/v1beta1 PodGroups
+  muster-sandbox --native --keep
 
   # An empty cluster for your own workloads
   muster-sandbox --no-examples --keep

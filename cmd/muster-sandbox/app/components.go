@@ -139,19 +139,25 @@ func schedulerConfigFor(root, kubeconfig string, shippedLimits bool) ([]byte, er
 // Deployment, so a second pod-grouper started against the sandbox waits
 // instead of writing beside it), on the sandbox's kubeconfig, its health
 // endpoints on a loopback port. It returns once /readyz says the
-// controller's caches are synced.
-func startPodGrouper(ctx context.Context, cp *localcluster.ControlPlane) error {
+// controller's caches are synced. tweak, when set, changes the options
+// before the start (native mode).
+func startPodGrouper(ctx context.Context, cp *localcluster.ControlPlane, tweak func(*podgrouperapp.Options)) (stop func(), err error) {
 	port, err := localcluster.FreePort()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	o := podgrouperapp.NewOptions()
 	o.Kubeconfig = cp.KubeconfigPath
 	o.LeaderElection.LeaderElect = true
 	o.BindAddress = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	// Options.Validate is not called: it only checks flag values (these are
-	// the defaults) and applies the logging configuration, which is
-	// process-global and already the control plane's.
+	if tweak != nil {
+		tweak(o)
+	}
+	// Validate only checks the values (it leaves the process's logging,
+	// already the control plane's, alone).
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	exited := make(chan struct{})
@@ -160,7 +166,7 @@ func startPodGrouper(ctx context.Context, cp *localcluster.ControlPlane) error {
 		defer close(exited)
 		runErr = podgrouperapp.Run(runCtx, o)
 	}()
-	stop := sync.OnceFunc(func() {
+	stop = sync.OnceFunc(func() {
 		cancel()
 		<-exited
 	})
@@ -183,9 +189,9 @@ func startPodGrouper(ctx context.Context, cp *localcluster.ControlPlane) error {
 	})
 	if err != nil {
 		stop()
-		return err
+		return nil, err
 	}
-	return nil
+	return stop, nil
 }
 
 // operatorBuild is an operator binary being built (or found in the cache)

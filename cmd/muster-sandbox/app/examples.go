@@ -106,7 +106,7 @@ func (sb *sandbox) runExamples(ctx context.Context) error {
 			}
 			gpusLeft -= needs.gpus
 		}
-		if err := runExample(ctx, sb.cp, ex, cfg.Stdout); err != nil {
+		if err := runExample(ctx, sb.cp, ex, cfg.Native, cfg.Stdout); err != nil {
 			return fmt.Errorf("example %s: %w", ex.File, err)
 		}
 		if ex.Expect == examples.ExpectUnschedulable {
@@ -121,15 +121,19 @@ func (sb *sandbox) runExamples(ctx context.Context) error {
 // runExample applies one example, waits for what it expects (every pod
 // bound, or the scheduler's reason for each gang), and prints the `muster
 // describe` view of it to w.
-func runExample(ctx context.Context, cp *localcluster.ControlPlane, ex examples.Example, w io.Writer) error {
+func runExample(ctx context.Context, cp *localcluster.ControlPlane, ex examples.Example, native bool, w io.Writer) error {
 	ns := ex.Namespace
 	if ns == "" {
 		ns = ExampleNamespace
 	}
-	if err := createNamespace(ctx, cp, ns); err != nil {
+	doc, prepare := ex.YAML, createNamespace
+	if native {
+		doc, prepare = nativeExample(ex.YAML), OptInNative
+	}
+	if err := prepare(ctx, cp, ns); err != nil {
 		return err
 	}
-	if _, err := cp.Apply(ctx, ex.YAML, ns); err != nil {
+	if _, err := cp.Apply(ctx, doc, ns); err != nil {
 		return err
 	}
 	ref := workloadRef(ex)

@@ -22,6 +22,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/muster-io/muster/api"
 	"github.com/muster-io/muster/examples"
 	"github.com/muster-io/muster/localcluster"
 	"github.com/muster-io/muster/localcluster/operators"
@@ -56,6 +57,13 @@ type Config struct {
 	// scheduler configuration the sandbox writes beside it). No example is
 	// applied (nothing would schedule it); Keep is implied.
 	NoMuster bool
+	// Native runs native gangs: the API server, controllers and
+	// schedulers with the GenericWorkload gate (scheduling.k8s.io/v1beta1
+	// served), the default kube-scheduler instead of muster-scheduler,
+	// and the pod-grouper in native mode with its admission webhook; the
+	// examples' namespaces are opted in (muster.io/native-gangs=enabled)
+	// and their pods run on the default scheduler.
+	Native bool
 
 	// Stdout gets results (example summaries, the "ready:" line); Stderr
 	// gets progress lines.
@@ -246,7 +254,8 @@ func (sb *sandbox) progress(format string, args ...any) {
 // whose context says what it is (writeKubeconfig).
 func (sb *sandbox) startControlPlane() error {
 	cp, err := localcluster.Start(localcluster.Options{
-		LogOutput: sb.logFile,
+		NativePodGroups: sb.cfg.Native,
+		LogOutput:       sb.logFile,
 		Progress: func(step string, _ time.Duration) {
 			if !strings.HasPrefix(step, "starting ") {
 				sb.progress("%s", step)
@@ -333,13 +342,24 @@ func (sb *sandbox) createNodes(ctx context.Context) error {
 	return nil
 }
 
-// startMuster runs muster-scheduler and the pod-grouper in this process.
+// startMuster runs muster-scheduler and the pod-grouper in this process,
+// or in native mode the default scheduler and the pod-grouper with its
+// webhook.
 func (sb *sandbox) startMuster(ctx context.Context) error {
+	if sb.cfg.Native {
+		port, _, err := StartNative(ctx, sb.cp)
+		if err != nil {
+			return err
+		}
+		sb.progress("native gangs: pod-grouper in native mode, its webhook on 127.0.0.1:%d (namespaces labelled %s=%s), %s with the GenericWorkload gate",
+			port, api.LabelNativeGangs, api.NativeGangsEnabled, localcluster.DefaultSchedulerName)
+		return nil
+	}
 	if err := startScheduler(ctx, sb.cp, sb.root); err != nil {
 		return fmt.Errorf("%s: %w", SchedulerName, err)
 	}
 	sb.progress("%s running (%s, plugin %s)", SchedulerName, schedulerConfig, gang.Name)
-	if err := startPodGrouper(ctx, sb.cp); err != nil {
+	if _, err := startPodGrouper(ctx, sb.cp, nil); err != nil {
 		return fmt.Errorf("pod-grouper: %w", err)
 	}
 	sb.progress("pod-grouper running")
