@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	podgrouperapp "github.com/muster-io/muster/cmd/muster-podgrouper/app"
 	"github.com/muster-io/muster/api"
+	podgrouperapp "github.com/muster-io/muster/cmd/muster-podgrouper/app"
 	"github.com/muster-io/muster/localcluster"
 	"github.com/muster-io/muster/podgrouper"
 )
