@@ -70,7 +70,8 @@ type state struct {
 	updated   int
 }
 
-// Status is what the last successful Ensure left.
+// Status is what the last Ensure left. An Ensure that failed before it had
+// a certificate (the Secret unreadable or unfit) leaves the previous Status.
 type Status struct {
 	// NotAfter is when the served certificate expires (zero: none yet).
 	NotAfter time.Time
