@@ -57,7 +57,8 @@ const (
 
 // startRBACControlPlane starts the RBAC control plane (stopped when t
 // ends) and installs the CRDs muster ships plus permissive CRDs for the two
-// workload frameworks the run uses. It returns the audit log's path.
+// workload frameworks the run uses and for cert-manager's kinds (native
+// mode's cert-manager variant). It returns the audit log's path.
 func startRBACControlPlane(t *testing.T) (*localcluster.ControlPlane, string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -84,6 +85,7 @@ func startRBACControlPlane(t *testing.T) (*localcluster.ControlPlane, string) {
 	crds = append(crds,
 		localcluster.PermissiveCRD("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", apiextensionsv1.NamespaceScoped),
 		localcluster.PermissiveCRD("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet", "leaderworkersets", apiextensionsv1.NamespaceScoped))
+	crds = append(crds, certManagerCRDs()...)
 	for _, crd := range crds {
 		if err := cp.InstallCRD(ctx, crd); err != nil {
 			t.Fatal(err)
@@ -94,15 +96,19 @@ func startRBACControlPlane(t *testing.T) (*localcluster.ControlPlane, string) {
 
 // TestInstall checks the install manifests on a control plane of their own
 // (see the comment at the top of the file). The subtests share it and run
-// in order: the dry runs first, then the real install the others use.
+// in order: the dry runs first, then the real install the others use, then
+// native mode over it (install_native_test.go).
 func TestInstall(t *testing.T) {
 	cp, audit := startRBACControlPlane(t)
 	t.Run("ManifestsApply", func(t *testing.T) { installManifestsApply(t, cp) })
+	t.Run("NativeManifestsApply", func(t *testing.T) { installNativeManifestsApply(t, cp) })
 	t.Run("BuiltinPlurals", func(t *testing.T) { installBuiltinPlurals(t, cp) })
 	objs := installMuster(t, cp)
 	t.Run("RBACLeastPrivilege", func(t *testing.T) { installRBACLeastPrivilege(t, cp) })
 	t.Run("ComponentsRunUnderTheirRBAC", func(t *testing.T) { installComponentsRun(t, cp, audit, objs) })
 	t.Run("AggregatedWorkloadRole", func(t *testing.T) { installAggregatedWorkloadRole(t, cp) })
+	// Last: it installs a webhook configuration and labels muster-system.
+	t.Run("Native", func(t *testing.T) { installNative(t, cp) })
 }
 
 // shippedCRDs are the CRDs of the kustomize set (manifests/crds). Until

@@ -337,43 +337,50 @@ func TestHelmMatchesKustomize(t *testing.T) {
 		{"namespace.create", map[string]any{"namespace": map[string]any{"create": true}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := helmRendered(t, tc.values)
-			hk, err := manifestrender.ByKey(h)
-			if err != nil {
-				t.Fatal(err)
-			}
-			kk, err := manifestrender.ByKey(k)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var onlyK, onlyH []string
-			for key := range kk {
-				if _, ok := hk[key]; !ok {
-					onlyK = append(onlyK, key)
-				}
-			}
-			for key := range hk {
-				if _, ok := kk[key]; !ok {
-					onlyH = append(onlyH, key)
-				}
-			}
-			sort.Strings(onlyK)
-			if d := cmp.Diff(tc.onlyInKusto, onlyK); d != "" {
-				t.Errorf("objects only in kustomize (-want +got):\n%s", d)
-			}
-			if len(onlyH) > 0 {
-				t.Errorf("objects only in the Helm chart: %v", onlyH)
-			}
-			for key, ko := range kk {
-				ho, ok := hk[key]
-				if !ok {
-					continue
-				}
-				if d := cmp.Diff(normalize(t, ko), normalize(t, ho)); d != "" {
-					t.Errorf("%s differs (-kustomize +helm):\n%s", key, d)
-				}
-			}
+			sameObjects(t, k, helmRendered(t, tc.values), tc.onlyInKusto)
 		})
+	}
+}
+
+// sameObjects fails unless the kustomize objects k and the Helm objects h
+// are the same objects with the same content, but for the keys onlyInKusto
+// (sorted), which only kustomize renders.
+func sameObjects(t *testing.T, k, h []*unstructured.Unstructured, onlyInKusto []string) {
+	t.Helper()
+	hk, err := manifestrender.ByKey(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kk, err := manifestrender.ByKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var onlyK, onlyH []string
+	for key := range kk {
+		if _, ok := hk[key]; !ok {
+			onlyK = append(onlyK, key)
+		}
+	}
+	for key := range hk {
+		if _, ok := kk[key]; !ok {
+			onlyH = append(onlyH, key)
+		}
+	}
+	sort.Strings(onlyK)
+	if d := cmp.Diff(onlyInKusto, onlyK); d != "" {
+		t.Errorf("objects only in kustomize (-want +got):\n%s", d)
+	}
+	if len(onlyH) > 0 {
+		t.Errorf("objects only in the Helm chart: %v", onlyH)
+	}
+	for key, ko := range kk {
+		ho, ok := hk[key]
+		if !ok {
+			continue
+		}
+		if d := cmp.Diff(normalize(t, ko), normalize(t, ho)); d != "" {
+			t.Errorf("%s differs (-kustomize +helm):\n%s", key, d)
+		}
 	}
 }
 

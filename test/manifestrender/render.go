@@ -10,7 +10,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
+	"strings"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
@@ -44,6 +47,45 @@ func Kustomize(dir string) ([]*unstructured.Unstructured, error) {
 		return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
 	}
 	return Decode(out)
+}
+
+// KustomizeComponents builds base with the given kustomize Components, the
+// way a user's own kustomization in workDir does (manifests/README.md,
+// "Installing native mode"): kustomize loads no overlay from inside the
+// directory it builds, so optional parts of manifests/ are Components that a
+// kustomization elsewhere adds. It writes workDir/kustomization.yaml, naming
+// base and components by paths relative to workDir (kustomize refuses
+// absolute ones).
+func KustomizeComponents(workDir, base string, components ...string) ([]*unstructured.Unstructured, error) {
+	workDir, err := filepath.Abs(workDir)
+	if err != nil {
+		return nil, err
+	}
+	rel := func(p string) (string, error) {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return "", err
+		}
+		return filepath.Rel(workDir, abs)
+	}
+	var b strings.Builder
+	b.WriteString("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n")
+	r, err := rel(base)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(&b, "- %s\ncomponents:\n", r)
+	for _, c := range components {
+		r, err := rel(c)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(&b, "- %s\n", r)
+	}
+	if err := os.WriteFile(filepath.Join(workDir, "kustomization.yaml"), []byte(b.String()), 0o644); err != nil {
+		return nil, err
+	}
+	return Kustomize(workDir)
 }
 
 // Helm renders the chart in chartDir client-side (as `helm template
