@@ -353,7 +353,7 @@ func TestNativeRBAC(t *testing.T) {
 		Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}}
 	tls := []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
-		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{webhookSecret}, Verbs: []string{"get", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{webhookSecret}, Verbs: []string{"get", "update", "delete"}},
 	}
 	ca := []rbacv1.PolicyRule{{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingwebhookconfigurations"},
 		ResourceNames: []string{webhookConfig}, Verbs: []string{"get", "update", "patch"}}}

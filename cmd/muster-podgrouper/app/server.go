@@ -95,7 +95,10 @@ func Run(ctx context.Context, o *Options) error {
 	// With the webhook on, every replica that has synced its caches
 	// answers it, leader or not, and is ready; otherwise only the leader,
 	// whose workers run, is.
-	webhook := native && o.WebhookBindAddress != ""
+	// --podgroup-api=auto serves the webhook even when it falls back: the
+	// installed webhook configuration must find a server, which then
+	// leaves every pod as it is.
+	webhook := o.PodGroupAPI != PodGroupAPISchedulerPlugins && o.WebhookBindAddress != ""
 	ready := ctrl.HasSynced
 	if webhook {
 		ready = ctrl.Started
