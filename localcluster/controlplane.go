@@ -53,10 +53,12 @@ type Options struct {
 	// behaviour should ask for it.
 	//
 	// Because gates are process-global, Start refuses WorkloadWithJob
-	// while another control plane of this process runs without it (that
-	// one's Job controller lacks the informers the gate needs and would
-	// crash). A test binary that shares one control plane from TestMain
-	// must therefore set it there, or test it in a binary of its own.
+	// while another control plane of this process runs without it: that
+	// one's Job controller was built without the Workload and PodGroup
+	// informers the gate needs, and would fail every sync of every root Job
+	// ("workload indexer is not configured") once the gate is on. A test
+	// binary that shares one control plane from TestMain must therefore set
+	// it there, or test it in a binary of its own.
 	WorkloadWithJob bool
 
 	// KubeconfigPath is where the admin kubeconfig is written. Empty means a

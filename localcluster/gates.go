@@ -28,9 +28,9 @@ import (
 //
 // WorkloadWithJob is stricter (see Options.WorkloadWithJob): a Job
 // controller built while the gate was off has no Workload or PodGroup
-// listers, yet reads the gate on every sync and dereferences them once it
-// is on. So turning the gate on under a running control plane that did not
-// ask for it is refused instead.
+// informers, yet reads the gate on every sync, and once it is on fails the
+// sync of every root Job, which then never gets pods. So turning the gate on
+// under a running control plane that did not ask for it is refused instead.
 
 // nativeGateUsers counts the live control planes of this process by whether
 // they run with WorkloadWithJob. Start decides under its lock, so two
@@ -56,7 +56,7 @@ func (cp *ControlPlane) featureGateFlags(opts Options) ([]string, error) {
 	switch {
 	case opts.WorkloadWithJob && !utilfeature.DefaultFeatureGate.Enabled(features.WorkloadWithJob) && nativeGateUsers.withoutJobGate > 0:
 		return nil, fmt.Errorf("options: WorkloadWithJob: %d other control plane(s) of this process run without it, "+
-			"and feature gates are process-global (their Job controllers would crash once it is on): "+
+			"and feature gates are process-global (their Job controllers would fail every root Job once it is on): "+
 			"start the shared control plane with it, or test it in a test binary of its own", nativeGateUsers.withoutJobGate)
 	case !jobGate && (nativeGateUsers.withJobGate > 0 || utilfeature.DefaultFeatureGate.Enabled(features.WorkloadWithJob)):
 		// The gate is (or is about to be) on anyway; serve what it needs.
