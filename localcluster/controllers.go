@@ -8,21 +8,26 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/informers"
+	schedulinginformers "k8s.io/client-go/informers/scheduling/v1beta1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/controller-manager/pkg/informerfactory"
+	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/controller/cronjob"
 	"k8s.io/kubernetes/pkg/controller/deployment"
 	"k8s.io/kubernetes/pkg/controller/garbagecollector"
 	"k8s.io/kubernetes/pkg/controller/job"
 	"k8s.io/kubernetes/pkg/controller/namespace"
 	"k8s.io/kubernetes/pkg/controller/replicaset"
+	"k8s.io/kubernetes/pkg/controller/scheduling/podgroupprotection"
 	"k8s.io/kubernetes/pkg/controller/statefulset"
+	"k8s.io/kubernetes/pkg/features"
 )
 
 // GCSyncPeriod is how often the garbage collector re-reads discovery, so
@@ -36,6 +41,15 @@ const GCSyncPeriod = time.Second
 // k8s.io/kubernetes/pkg/controller. They run until the returned stop is
 // called or the control plane stops (ctx cancellation stops them too, but
 // only stop waits for them to return).
+//
+// With the GenericWorkload gate on (Options.NativePodGroups) it also runs the
+// PodGroup protection controller, as kube-controller-manager does: the
+// apiserver's PodGroupProtection admission stamps a finalizer on every
+// native PodGroup, and only that controller removes it once no active pod
+// names the group, so without it a deleted PodGroup stays Terminating. With
+// WorkloadWithJob on (Options.WorkloadWithJob) the Job controller gets its
+// Workload and PodGroup informers and creates both for root Jobs. Both
+// follow the process-global gates as they are when StartControllers runs.
 //
 // Pods they create stay Pending until a scheduler binds them; the pod
 // simulator (StartPodSimulator) then plays kubelet.
@@ -62,9 +76,25 @@ func (cp *ControlPlane) StartControllers(ctx context.Context) (stop func(), err 
 		return nil, fmt.Errorf("%s controller: %w", what, err)
 	}
 
-	jobC, err := job.NewController(ctx, cs, inf.Core().V1().Pods(), inf.Batch().V1().Jobs(), nil, nil)
+	// As kube-controller-manager: the Job controller reads Workloads and
+	// PodGroups only under WorkloadWithJob, and insists on both informers then.
+	var workloads schedulinginformers.WorkloadInformer
+	var podGroups schedulinginformers.PodGroupInformer
+	if utilfeature.DefaultFeatureGate.Enabled(features.WorkloadWithJob) {
+		workloads = inf.Scheduling().V1beta1().Workloads()
+		podGroups = inf.Scheduling().V1beta1().PodGroups()
+	}
+	jobC, err := job.NewController(ctx, cs, inf.Core().V1().Pods(), inf.Batch().V1().Jobs(), workloads, podGroups)
 	if err != nil {
 		return fail("job", err)
+	}
+	var pgProtection *podgroupprotection.Controller
+	if utilfeature.DefaultFeatureGate.Enabled(features.GenericWorkload) {
+		pgProtection, err = podgroupprotection.NewPodGroupProtectionController(klog.FromContext(ctx),
+			inf.Scheduling().V1beta1().PodGroups(), inf.Core().V1().Pods(), cs)
+		if err != nil {
+			return fail("podgroup protection", err)
+		}
 	}
 	rsC := replicaset.NewReplicaSetController(ctx, inf.Apps().V1().ReplicaSets(), inf.Core().V1().Pods(), cs, replicaset.BurstReplicas)
 	depC, err := deployment.NewDeploymentController(ctx, inf.Apps().V1().Deployments(), inf.Apps().V1().ReplicaSets(), inf.Core().V1().Pods(), cs)
@@ -96,6 +126,10 @@ func (cp *ControlPlane) StartControllers(ctx context.Context) (stop func(), err 
 	run(func() { depC.Run(ctx, workers) })
 	run(func() { ssC.Run(ctx, workers) })
 	run(func() { cronC.Run(ctx, workers) })
+	if pgProtection != nil {
+		// One worker, as kube-controller-manager runs it.
+		run(func() { pgProtection.Run(ctx, 1) })
+	}
 	run(func() { gc.Run(ctx, workers, 30*time.Second) })
 	run(func() { gc.Sync(ctx, gcDiscovery.Discovery(), GCSyncPeriod) })
 

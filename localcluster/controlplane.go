@@ -13,7 +13,6 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -22,7 +21,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	apiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
-	"k8s.io/kubernetes/pkg/features"
 )
 
 // Options configures Start. The zero value is a usable control plane.
@@ -40,8 +38,28 @@ type Options struct {
 	// NativePodGroups serves the upstream gang-scheduling API
 	// (scheduling.k8s.io/v1beta1 Workload and PodGroup) by turning on the
 	// GenericWorkload feature gate. Feature gates are process-global: the
-	// in-process scheduler sees the gate too.
+	// in-process scheduler and controllers see the gate too, so the default
+	// scheduler gang-schedules native PodGroups and StartControllers runs
+	// the PodGroup protection controller. See gates.go for how gates are
+	// set and restored.
 	NativePodGroups bool
+
+	// WorkloadWithJob also turns on the alpha WorkloadWithJob gate (and
+	// implies NativePodGroups, which it depends on): the apiserver accepts
+	// Job.spec.scheduling, and the Job controller of StartControllers
+	// creates a Workload and a PodGroup for every root Job (one without a
+	// controller owner) and creates its pods in that group. It changes
+	// what plain Jobs do on the whole cluster, so only tests of that
+	// behaviour should ask for it.
+	//
+	// Because gates are process-global, Start refuses WorkloadWithJob
+	// while another control plane of this process runs without it: that
+	// one's Job controller was built without the Workload and PodGroup
+	// informers the gate needs, and would fail every sync of every root Job
+	// ("workload indexer is not configured") once the gate is on. A test
+	// binary that shares one control plane from TestMain must therefore set
+	// it there, or test it in a binary of its own.
+	WorkloadWithJob bool
 
 	// KubeconfigPath is where the admin kubeconfig is written. Empty means a
 	// file in the control plane's own temp dir, removed by Stop.
@@ -96,6 +114,8 @@ type ControlPlane struct {
 	etcd   *embed.Etcd
 	// restart is set when Options.Restartable is.
 	restart *apiRestarter
+	// gates is this control plane's entry in the process's gate users.
+	gates gateUse
 
 	mu       sync.Mutex
 	stops    []namedStop
@@ -197,13 +217,11 @@ func (cp *ControlPlane) startAPIServer(opts Options) error {
 		// handlers see the shutdown signal and end at once.
 		"--shutdown-watch-termination-grace-period=2s",
 	}
-	// Feature gates are process-global: a second control plane in a process
-	// whose first one turned GenericWorkload on has the gate on too, and its
-	// schedulers then watch PodGroups. Serve the API whenever the gate is on
-	// so such informers can sync.
-	if opts.NativePodGroups || utilfeature.DefaultFeatureGate.Enabled(features.GenericWorkload) {
-		flags = append(flags, "--feature-gates=GenericWorkload=true", "--runtime-config=scheduling.k8s.io/v1beta1=true")
+	gateFlags, err := cp.featureGateFlags(opts)
+	if err != nil {
+		return err
 	}
+	flags = append(flags, gateFlags...)
 	flags = append(flags, opts.APIServerFlags...)
 
 	if opts.Restartable {
@@ -328,6 +346,8 @@ func (cp *ControlPlane) Stop() {
 			stops[i].fn()
 		}
 		cp.tb.runCleanups()
+		// After the cleanups: they restore the gates this one changed.
+		cp.gates.release()
 		if cp.etcd != nil {
 			cp.etcd.Close()
 		}

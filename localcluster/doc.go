@@ -11,7 +11,7 @@
 //	...
 //	defer cp.Stop()
 //	err = cp.InstallCRDFile(ctx, "crd.yaml")        // CRDs first (see InstallCRD)
-//	_, err = cp.StartControllers(ctx)               // Job, ReplicaSet, Deployment, StatefulSet, CronJob, GC
+//	_, err = cp.StartControllers(ctx)               // Job, ReplicaSet, Deployment, StatefulSet, CronJob, GC (+ PodGroup protection)
 //	sim, err := cp.StartPodSimulator(ctx, localcluster.PodSimulatorOptions{})
 //	_, err = localcluster.StartScheduler(ctx, cp, localcluster.SchedulerOptions{}) // default profile
 //	_, err = cp.CreateNodes(ctx, 4, localcluster.GPUNodes("gpu", 8, localcluster.Topology{Nodes: 4, Zones: 2}))
@@ -26,6 +26,17 @@
 // by the operator.yaml beside it (module, CRDs, webhooks, command line): see
 // InstallOperatorCRDs and StartOperator, with the operators package
 // (localcluster/operators: Names, Build) that describes and builds them.
+//
+// Native gangs: Options.NativePodGroups turns on the GenericWorkload gate and
+// serves scheduling.k8s.io/v1beta1, so StartScheduler's default profile
+// gang-schedules native PodGroups (pods with spec.schedulingGroup) and
+// StartControllers adds the PodGroup protection controller that finishes
+// their deletion. Options.WorkloadWithJob (alpha) also lets the Job
+// controller create a Workload and PodGroup per root Job. Gates are
+// process-global; gates.go says how they are set and restored.
+// ApplyMutatingWebhook registers a webhook served on loopback by URL (with
+// LoopbackServingCert for its certificate), as a pod-mutating webhook under
+// test needs.
 //
 // Fault tests: with Options.Restartable, RestartAPIServer stops the
 // kube-apiserver and starts a new one on the same etcd; clients reach it

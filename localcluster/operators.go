@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/muster-io/muster/localcluster/operators"
-	"k8s.io/client-go/util/cert"
 )
 
 // Operator is a running operator child process.
@@ -206,7 +205,7 @@ func FreePort() (int, error) {
 // writeServingCert writes tls.crt and tls.key for 127.0.0.1 into dir and
 // returns the certificate chain, which is the CA bundle for the webhooks.
 func writeServingCert(dir string) ([]byte, error) {
-	crt, key, err := cert.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.ParseIP("127.0.0.1")}, nil)
+	crt, key, err := LoopbackServingCert()
 	if err != nil {
 		return nil, err
 	}
