@@ -351,18 +351,9 @@ func pluginFitGangs(f *liveFetch, ns string, names []string) []*fitGang {
 	var gangs []*fitGang
 	for _, n := range names {
 		g := &fitGang{name: n, podGroup: n, key: ns + "/" + n, minMember: 1}
-		for i := range f.pods {
-			p := &f.pods[i]
-			if p.Labels[api.LabelPodGroup] != n || p.Spec.SchedulingGroup != nil || !plan.Live(p) {
-				continue
-			}
-			if p.Spec.NodeName != "" {
-				g.placed = append(g.placed, p.Spec.NodeName)
-				g.bound = append(g.bound, p)
-			} else {
-				g.pending = append(g.pending, p)
-			}
-		}
+		g.addMembers(f.pods, func(p *corev1.Pod) bool {
+			return p.Labels[api.LabelPodGroup] == n && p.Spec.SchedulingGroup == nil
+		})
 		pg := pgs[n]
 		if pg == nil {
 			// The plugin's own words when it has no PodGroup.
@@ -385,4 +376,21 @@ func pluginFitGangs(f *liveFetch, ns string, names []string) []*fitGang {
 		gangs = append(gangs, g)
 	}
 	return gangs
+}
+
+// addMembers adds the live pods of pods that are the gang's members: the
+// bound ones stay where they are, the others are placed.
+func (g *fitGang) addMembers(pods []corev1.Pod, member func(*corev1.Pod) bool) {
+	for i := range pods {
+		p := &pods[i]
+		if !member(p) || !plan.Live(p) {
+			continue
+		}
+		if p.Spec.NodeName != "" {
+			g.placed = append(g.placed, p.Spec.NodeName)
+			g.bound = append(g.bound, p)
+		} else {
+			g.pending = append(g.pending, p)
+		}
+	}
 }

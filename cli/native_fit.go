@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/muster-io/muster/plugins/gang/plan"
 )
 
@@ -23,18 +25,7 @@ func nativeFitGangs(f *liveFetch, ns string, names []string) []*fitGang {
 	var gangs []*fitGang
 	for _, n := range names {
 		g := &fitGang{name: n, podGroup: n, key: ns + "/" + n, minMember: 1, native: true}
-		for i := range f.pods {
-			p := &f.pods[i]
-			if nativeGroupOf(p) != n || !plan.Live(p) {
-				continue
-			}
-			if p.Spec.NodeName != "" {
-				g.placed = append(g.placed, p.Spec.NodeName)
-				g.bound = append(g.bound, p)
-			} else {
-				g.pending = append(g.pending, p)
-			}
-		}
+		g.addMembers(f.pods, func(p *corev1.Pod) bool { return nativeGroupOf(p) == n })
 		pg := pgs[n]
 		if pg == nil {
 			g.blocked, g.blockedVerdict = nativePodGroupNotFound(g.key), verdictNoFit

@@ -7,11 +7,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/muster-io/muster/api"
 )
@@ -34,25 +32,10 @@ func nativeFitCluster(t *testing.T, minCount int32, served bool, nodes []fitNode
 				Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: minCount}}},
 		})
 	}
-	for i, name := range []string{"train-leader-0-0-abcde", "train-workers-0-0-fghij", "train-workers-1-0-klmno"} {
-		q := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}
-		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team-a", UID: types.UID("uid-" + name),
-				OwnerReferences: []metav1.OwnerReference{{APIVersion: "jobset.x-k8s.io/v1alpha2", Kind: "JobSet", Name: "train", UID: "js-uid", Controller: ptrBool(true)}}},
-			Spec: corev1.PodSpec{
-				SchedulerName:   "default-scheduler",
-				SchedulingGroup: &corev1.PodSchedulingGroup{PodGroupName: ptrString("train-js-uid")},
-				NodeSelector:    map[string]string{"node-type": "gpu"},
-				Tolerations:     []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
-				Containers:      []corev1.Container{{Name: "trainer", Resources: corev1.ResourceRequirements{Requests: q, Limits: q}}},
-			},
-			Status: corev1.PodStatus{Phase: corev1.PodPending},
-		}
-		if i == 0 {
-			p.Spec.NodeName, p.Status.Phase = "b2", corev1.PodRunning
-		}
-		typed = append(typed, p)
-	}
+	typed = append(typed, trainPods(func(p *corev1.Pod) {
+		p.Spec.SchedulerName = "default-scheduler"
+		p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptrString("train-js-uid")}
+	})...)
 	c := fitCluster(t, nodes, []*unstructured.Unstructured{root}, typed...)
 	if served {
 		c.Mapper.(*meta.DefaultRESTMapper).Add(nativePodGroupGVK, meta.RESTScopeNamespace)
