@@ -17,6 +17,16 @@ quorum and the extras apart ("quorum 2/2 bound, extras 1/3 bound"), its phase,
 and when it is pending what the scheduler says. A resources table sums replicas,
 GPUs, CPU and memory per component.
 
+Native gangs: a gang whose pods name a Kubernetes PodGroup
+(scheduling.k8s.io/v1beta1, spec.schedulingGroup.podGroupName; the pod-grouper
+writes them in native mode, the default scheduler places them) is shown by
+that PodGroup: its minCount, API "native", its members scheduled and ready
+("2 of 3 members scheduled, 1 ready", counted from the pods), its phase from
+the PodGroupInitiallyScheduled condition, and when pending the condition's
+message with the newest FailedScheduling event of a member. A native PodGroup
+labelled with the workload's UID is shown before its pods exist. On a cluster
+that does not serve that API nothing changes.
+
 TYPE is what kubectl accepts: kind, plural, short name (where the CRD defines
 one) or kind.group (jobset, jobsets, jobset.jobset.x-k8s.io). muster finds the
 definition for the kind in the cluster's Karta objects, then in its embedded

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -109,8 +111,14 @@ type liveFetch struct {
 	podsErr      error
 	podGroups    []unstructured.Unstructured
 	podGroupsErr error
-	events       map[string]string
-	eventsErr    error
+	// nativePodGroups are the native PodGroups of the namespace;
+	// nativeServed says whether the cluster serves their API.
+	nativePodGroups    []schedulingv1beta1.PodGroup
+	nativeServed       bool
+	nativePodGroupsErr error
+	events             map[string]string
+	eventTimes         map[string]time.Time
+	eventsErr          error
 
 	owners *ownerIndex
 }
@@ -132,7 +140,7 @@ func startLiveFetch(ctx context.Context, c *Cluster, m *meta.RESTMapping, ns, na
 	if !f.namespaced {
 		return f
 	}
-	f.wg.Add(3)
+	f.wg.Add(4)
 	go func() {
 		defer f.wg.Done()
 		// resourceVersion 0: the API server's cache is as fresh as a
@@ -150,7 +158,11 @@ func startLiveFetch(ctx context.Context, c *Cluster, m *meta.RESTMapping, ns, na
 	}()
 	go func() {
 		defer f.wg.Done()
-		f.events, f.eventsErr = schedulingEvents(ctx, c, ns)
+		f.nativePodGroups, f.nativeServed, f.nativePodGroupsErr = listNativePodGroups(ctx, c, ns)
+	}()
+	go func() {
+		defer f.wg.Done()
+		f.events, f.eventTimes, f.eventsErr = schedulingEvents(ctx, c, ns)
 	}()
 	return f
 }
@@ -187,7 +199,16 @@ func (f *liveFetch) addNamespaceLists(ctx context.Context, root *unstructured.Un
 		in.PodGroups = workloadPodGroups(root, f.podGroups, in.Pods)
 		in.GangPods = podsByPodGroup(f.pods, in.PodGroups)
 	}
-	in.SchedulingEvents = f.events
+	// Where the API is not served the native maps stay nil, and the
+	// view is the one of a cluster without native gangs.
+	switch {
+	case f.nativePodGroupsErr != nil:
+		in.Warnings = append(in.Warnings, f.nativePodGroupsErr.Error())
+	case f.nativeServed:
+		in.NativePodGroups = workloadNativePodGroups(root, f.nativePodGroups, in.Pods)
+		in.NativeGangPods = podsByNativePodGroup(f.pods, in.NativePodGroups, in.Pods)
+	}
+	in.SchedulingEvents, in.SchedulingEventTimes = f.events, f.eventTimes
 	if f.eventsErr != nil {
 		in.Warnings = append(in.Warnings, f.eventsErr.Error())
 	}
@@ -319,11 +340,11 @@ func podGroupFrom(pg *unstructured.Unstructured) *podGroupInfo {
 }
 
 // schedulingEvents maps "Pod/<name>" and "PodGroup/<name>" to the message
-// of their latest FailedScheduling event in ns.
-func schedulingEvents(ctx context.Context, c *Cluster, ns string) (map[string]string, error) {
+// of their latest FailedScheduling event in ns, and to its time.
+func schedulingEvents(ctx context.Context, c *Cluster, ns string) (map[string]string, map[string]time.Time, error) {
 	list, err := c.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedScheduling"})
 	if err != nil {
-		return nil, fmt.Errorf("list scheduling events: %v", err)
+		return nil, nil, fmt.Errorf("list scheduling events: %v", err)
 	}
 	type latest struct {
 		at  metav1.Time
@@ -344,8 +365,9 @@ func schedulingEvents(ctx context.Context, c *Cluster, ns string) (map[string]st
 		}
 	}
 	out := make(map[string]string, len(best))
+	at := make(map[string]time.Time, len(best))
 	for k, v := range best {
-		out[k] = v.msg
+		out[k], at[k] = v.msg, v.at.Time
 	}
-	return out, nil
+	return out, at, nil
 }

@@ -36,6 +36,19 @@ type podGroupInfo struct {
 	// (api.AnnotationPriority); Priority is nil when none is.
 	Priority      *int32
 	PriorityClass string
+
+	// Native is a scheduling.k8s.io/v1beta1 PodGroup (cli/native.go):
+	// MinMember is its gang's minCount, Priority and PriorityClass its
+	// spec's. Basic says its policy is basic (no gang, MinMember 1).
+	Native bool
+	Basic  bool
+	// Definition is the muster.io/definition label of a native PodGroup.
+	Definition string
+	// TopologyRequired is a native PodGroup's topology constraint key.
+	TopologyRequired string
+	// InitiallyScheduled is a native PodGroup's PodGroupInitiallyScheduled
+	// condition, nil while the scheduler has not tried it.
+	InitiallyScheduled *ConditionView
 }
 
 // describeInput is everything describe needs, gathered live or offline;
@@ -54,11 +67,18 @@ type describeInput struct {
 	// members, as the scheduler counts it, also when the view holds only
 	// some of them (describe pod/<one member>).
 	GangPods map[string][]*corev1.Pod
+	// NativePodGroups are the workload's native PodGroups
+	// (scheduling.k8s.io/v1beta1), by name (live only), and NativeGangPods
+	// every pod of the namespace naming each one, or a PodGroup its pods
+	// name that does not exist.
+	NativePodGroups map[string]*podGroupInfo
+	NativeGangPods  map[string][]*corev1.Pod
 	// SchedulingEvents maps "Pod/<name>" and "PodGroup/<name>" to the
-	// latest FailedScheduling message.
-	SchedulingEvents map[string]string
-	Live             bool
-	Now              time.Time
+	// latest FailedScheduling message, SchedulingEventTimes to its time.
+	SchedulingEvents     map[string]string
+	SchedulingEventTimes map[string]time.Time
+	Live                 bool
+	Now                  time.Time
 	// PodLimit caps the pods shown per component; 0 shows all.
 	PodLimit int
 	GPUNames []corev1.ResourceName
@@ -103,7 +123,7 @@ func buildDescription(ctx context.Context, in describeInput) (*Description, erro
 	countPods(d, placed, in.PodLimit)
 	addGangs(d, in, gangs)
 	addPlans(ctx, d, in)
-	d.Warnings = append(d.Warnings, schedulerWarnings(in.Pods)...)
+	d.Warnings = append(d.Warnings, schedulerWarnings(in.Pods, heldNativeGangs(d))...)
 	d.Warnings = append(d.Warnings, in.Warnings...)
 	return d, nil
 }
@@ -329,12 +349,17 @@ func countPods(d *Description, placed []placedPod, podLimit int) {
 // one a pod names, and then nothing else tells (no event, no condition).
 // The pod templates themselves are not judged: a definition may not read a
 // component's scheduler name, and a cluster may run muster under another
-// name.
-func schedulerWarnings(pods []*corev1.Pod) []string {
+// name. Members of the native gangs in held are left out: the scheduler
+// holds them without a condition until the gang has its PodGroup and
+// minCount pods, which the gang's reason says.
+func schedulerWarnings(pods []*corev1.Pod, held map[string]bool) []string {
 	const fix = "muster set-scheduler -f FILE | kubectl apply -f - writes muster-scheduler into every pod template"
 	var out []string
 	for _, p := range pods {
 		if p.Spec.NodeName != "" || p.Spec.SchedulerName == defaultSchedulerName || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodPending {
+			continue
+		}
+		if n := nativeGroupOf(p); n != "" && held[n] {
 			continue
 		}
 		seen := false

@@ -76,6 +76,18 @@ TYPE/NAME reads a submitted workload (its pending members are placed, its bound
 members stay where they are); with several contexts it is read from the first
 one and its spec is evaluated on the others as with -f.
 
+Native gangs: the pods of a submitted workload that name a native PodGroup
+(scheduling.k8s.io/v1beta1, spec.schedulingGroup) form a gang of that
+PodGroup's minCount, its members every pod naming it, its priority the
+PodGroup's spec.priority, its topology the PodGroup's required one (muster's
+topology annotations are not the in-tree plugin's). The default scheduler's
+GangScheduling plugin places such a gang all or nothing, as muster's does;
+fit judges it with the same planner, filters and victim search, so where the
+two differ (the in-tree preemption orders its victims its own way) the
+scheduler may decide otherwise. A native PodGroup that does not exist yet, or
+fewer pods than minCount, is said in the words of the scheduler, which holds
+the members until then.
+
 The exit code is 0 whenever the report is printed, whether the gangs fit or
 not (read "verdict" in -o json); with several contexts, also when some cannot
 be read, as long as one can.
@@ -86,7 +98,8 @@ poddisruptionbudgets (all namespaces) and podgroups (all namespaces; without
 them the search knows no elastic extras, and says so); namespaces, and
 persistentvolumeclaims, persistentvolumes, storageclasses and csinodes, when
 the members need them as said above; with TYPE/NAME also
-get the workload and list pods and PodGroups in its namespace; the cluster's
+get the workload and list pods, PodGroups and native PodGroups
+(podgroups.scheduling.k8s.io, where served) in its namespace; the cluster's
 Kartas are listed when readable.`
 
 const fitExample = `  # Would this manifest fit on the current cluster now, and where?

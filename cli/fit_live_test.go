@@ -99,12 +99,18 @@ func liveJobSetOn(t *testing.T, withPodGroup bool, pgAnnotations map[string]any,
 			}
 		}
 	}
+	pods := trainPods(func(p *corev1.Pod) { p.Labels = map[string]string{api.LabelPodGroup: "train"} })
+	return fitCluster(t, nodes, dyn, append(pods, extra...)...)
+}
+
+// trainPods are the pods of train.yaml submitted, each changed by mutate:
+// the leader bound to b2, the two workers pending.
+func trainPods(mutate func(*corev1.Pod)) []runtime.Object {
 	var pods []runtime.Object
 	for i, name := range []string{"train-leader-0-0-abcde", "train-workers-0-0-fghij", "train-workers-1-0-klmno"} {
 		q := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}
 		p := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team-a", UID: types.UID("uid-" + name),
-				Labels:          map[string]string{api.LabelPodGroup: "train"},
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "jobset.x-k8s.io/v1alpha2", Kind: "JobSet", Name: "train", UID: "js-uid", Controller: ptrBool(true)}}},
 			Spec: corev1.PodSpec{
 				SchedulerName: "muster-scheduler",
@@ -117,9 +123,10 @@ func liveJobSetOn(t *testing.T, withPodGroup bool, pgAnnotations map[string]any,
 		if i == 0 {
 			p.Spec.NodeName, p.Status.Phase = "b2", corev1.PodRunning
 		}
+		mutate(p)
 		pods = append(pods, p)
 	}
-	return fitCluster(t, nodes, dyn, append(pods, extra...)...)
+	return pods
 }
 
 func ptrBool(b bool) *bool { return &b }

@@ -52,6 +52,9 @@ type fitGang struct {
 	blocked string
 	// blockedVerdict is the verdict that goes with blocked.
 	blockedVerdict string
+	// native: a native PodGroup (scheduling.k8s.io/v1beta1) its members
+	// name, which the scheduler's in-tree GangScheduling plugin places.
+	native bool
 }
 
 // fileWorkloads picks the workloads of a manifest: the objects whose kind
@@ -264,8 +267,8 @@ func memberPods(members []memberTemplate, root *unstructured.Unstructured, ns, g
 // liveWorkload reads a submitted workload and its gangs: the PodGroups its
 // pods are labelled with, each with every live pod of the namespace
 // labelled for it (the plugin's members), its PodGroup's min-member and
-// topology. A workload whose pods are not labelled yet is evaluated from
-// its spec.
+// topology; and the native PodGroups its pods name (nativeFitGangs). A
+// workload whose pods are in no PodGroup yet is evaluated from its spec.
 func (o *FitOptions) liveWorkload(ctx context.Context, c *Cluster, defs *definitions, ns string) (*fitWorkload, error) {
 	rt, err := resolveType(c.Mapper, o.typeArg)
 	if err != nil {
@@ -309,41 +312,53 @@ func (o *FitOptions) liveWorkload(ctx context.Context, c *Cluster, defs *definit
 			names = append(names, n)
 		}
 	}
-	if len(names) == 0 {
+	var natives []string
+	if f.nativeServed {
+		natives = nativeGroupNames(mine)
+	}
+	if len(names) == 0 && len(natives) == 0 {
 		w, err := specWorkload(ctx, root, defs, ns, "spec")
 		if err == nil && len(w.gangs) > 0 {
 			w.note = "no pod is in a PodGroup yet: the gangs are the ones the spec yields"
 		}
 		return w, err
 	}
-	if f.podGroupsErr != nil {
-		return nil, apiError("list PodGroups in "+ns, f.podGroupsErr)
+	w := &fitWorkload{root: root, ns: ns, def: ent.Name, source: "live"}
+	if len(names) > 0 {
+		if f.podGroupsErr != nil {
+			return nil, apiError("list PodGroups in "+ns, f.podGroupsErr)
+		}
+		w.gangs = pluginFitGangs(f, ns, names)
 	}
+	if len(natives) > 0 {
+		if f.nativePodGroupsErr != nil {
+			return nil, apiError("list native PodGroups in "+ns, f.nativePodGroupsErr)
+		}
+		w.gangs = append(w.gangs, nativeFitGangs(f, ns, natives)...)
+	}
+	return w, nil
+}
+
+// pluginFitGangs are the gangs of the scheduler-plugins PodGroups names,
+// each with every live pod of the namespace labelled for it (the
+// plugin's members), its min-member, recorded priority and topology.
+func pluginFitGangs(f *liveFetch, ns string, names []string) []*fitGang {
 	pgs := map[string]*unstructured.Unstructured{}
 	for i := range f.podGroups {
 		pgs[f.podGroups[i].GetName()] = &f.podGroups[i]
 	}
 	sort.Strings(names)
-	w := &fitWorkload{root: root, ns: ns, def: ent.Name, source: "live"}
+	var gangs []*fitGang
 	for _, n := range names {
 		g := &fitGang{name: n, podGroup: n, key: ns + "/" + n, minMember: 1}
-		for i := range f.pods {
-			p := &f.pods[i]
-			if p.Labels[api.LabelPodGroup] != n || p.Spec.SchedulingGroup != nil || !plan.Live(p) {
-				continue
-			}
-			if p.Spec.NodeName != "" {
-				g.placed = append(g.placed, p.Spec.NodeName)
-				g.bound = append(g.bound, p)
-			} else {
-				g.pending = append(g.pending, p)
-			}
-		}
+		g.addMembers(f.pods, func(p *corev1.Pod) bool {
+			return p.Labels[api.LabelPodGroup] == n && p.Spec.SchedulingGroup == nil
+		})
 		pg := pgs[n]
 		if pg == nil {
 			// The plugin's own words when it has no PodGroup.
 			g.blocked, g.blockedVerdict = plan.PodGroupNotFound(g.key), verdictNoFit
-			w.gangs = append(w.gangs, g)
+			gangs = append(gangs, g)
 			continue
 		}
 		g.definition = pg.GetLabels()[api.LabelDefinition]
@@ -358,7 +373,24 @@ func (o *FitOptions) liveWorkload(ctx context.Context, c *Cluster, defs *definit
 		} else if k := pg.GetAnnotations()[api.AnnotationTopologyPreferred]; k != "" {
 			g.topology = plan.Topology{Key: k}
 		}
-		w.gangs = append(w.gangs, g)
+		gangs = append(gangs, g)
 	}
-	return w, nil
+	return gangs
+}
+
+// addMembers adds the live pods of pods that are the gang's members: the
+// bound ones stay where they are, the others are placed.
+func (g *fitGang) addMembers(pods []corev1.Pod, member func(*corev1.Pod) bool) {
+	for i := range pods {
+		p := &pods[i]
+		if !member(p) || !plan.Live(p) {
+			continue
+		}
+		if p.Spec.NodeName != "" {
+			g.placed = append(g.placed, p.Spec.NodeName)
+			g.bound = append(g.bound, p)
+		} else {
+			g.pending = append(g.pending, p)
+		}
+	}
 }

@@ -67,7 +67,7 @@ func (s *fitSnapshot) place(ctx context.Context, workloads []*fitWorkload) (*Clu
 // placeGang runs the planner for one gang and, when it fits, adds its
 // members to the snapshot on their nodes.
 func (s *fitSnapshot) placeGang(ctx context.Context, g *fitGang) (GangFit, error) {
-	gf := GangFit{Name: g.name, PodGroup: g.podGroup, Definition: g.definition, MinMember: g.minMember,
+	gf := GangFit{Name: g.name, PodGroup: g.podGroup, Definition: g.definition, MinMember: g.minMember, Native: g.native,
 		Members: len(g.pending) + len(g.placed), Bound: len(g.placed), Assignments: []MemberFit{}, Nodes: []NodeFit{}, Victims: []VictimFit{}}
 	if g.topology.Key != "" {
 		gf.Topology = &TopologyFit{Key: g.topology.Key, Required: g.topology.Required}
@@ -76,6 +76,9 @@ func (s *fitSnapshot) placeGang(ctx context.Context, g *fitGang) (GangFit, error
 		// The plugin does not plan a gang whose members do not all exist
 		// yet; its own words.
 		g.blocked = plan.WaitingForMembers(g.key, n, g.minMember)
+		if g.native {
+			g.blocked = nativeWaitingForMembers(g.key, n, g.minMember)
+		}
 		g.blockedVerdict = verdictUnknown
 	}
 	if g.blocked != "" {

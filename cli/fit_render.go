@@ -131,7 +131,12 @@ func renderGangFit(b *strings.Builder, p painter, g GangFit, wide bool) {
 	if g.PodGroup == "" {
 		name += " (PodGroup named by the pod-grouper)"
 	}
-	fmt.Fprintf(b, "  %s: %s; min-member %d, %d members", name, p.verdict(g.Verdict), g.MinMember, g.Members)
+	minWord := "min-member"
+	if g.Native {
+		name += " (native PodGroup)"
+		minWord = "minCount"
+	}
+	fmt.Fprintf(b, "  %s: %s; %s %d, %d members", name, p.verdict(g.Verdict), minWord, g.MinMember, g.Members)
 	if g.Bound > 0 {
 		fmt.Fprintf(b, " (%d bound)", g.Bound)
 	}

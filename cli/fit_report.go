@@ -124,7 +124,11 @@ type GangFit struct {
 	Name       string `json:"name"`
 	PodGroup   string `json:"podGroup"`
 	Definition string `json:"definition"`
-	MinMember  int    `json:"minMember"`
+	// Native: PodGroup is a native one (scheduling.k8s.io/v1beta1) its
+	// members name in spec.schedulingGroup, placed by the scheduler's
+	// in-tree GangScheduling plugin; MinMember is its minCount.
+	Native    bool `json:"native,omitempty"`
+	MinMember int  `json:"minMember"`
 	// Members counts the gang's pods; Bound those already on a node.
 	Members int `json:"members"`
 	Bound   int `json:"bound"`

@@ -18,14 +18,21 @@ import (
 // then the workload's PodGroups no pod of the view points to (pods not
 // created yet, or deleted), and gives each pod shown its gang's name.
 func addGangs(d *Description, in describeInput, gangs *gangSet) {
-	usedPG := map[string]bool{}
+	usedPG, usedNative := map[string]bool{}, map[string]bool{}
 	podGang := map[string]string{}
 	for _, key := range gangs.order {
 		agg := gangs.byKey[key]
 		gv := agg.view(in)
-		usedPG[gv.Name] = true
+		if gv.Native {
+			usedNative[gv.Name] = true
+		} else {
+			usedPG[gv.Name] = true
+		}
 		for _, p := range agg.pods {
 			podGang[p.Name] = gv.Name
+		}
+		if w := agg.splitWarning(gv); w != "" {
+			d.Warnings = append(d.Warnings, w)
 		}
 		d.Gangs = append(d.Gangs, gv)
 	}
@@ -43,6 +50,7 @@ func addGangs(d *Description, in describeInput, gangs *gangSet) {
 		}
 		d.Gangs = append(d.Gangs, gv)
 	}
+	addNativeWithoutGang(d, in, usedNative, podGang)
 	for ci := range d.Components {
 		for ii := range d.Components[ci].Instances {
 			items := d.Components[ci].Instances[ii].Items
@@ -73,6 +81,9 @@ func addPlans(ctx context.Context, d *Description, in describeInput) {
 	}
 	for _, p := range plans {
 		pg := planPodGroupName(in.Root.GetName(), in.Compiled.Definition(), p.Definition)
+		if pg != "" {
+			pg = nativePlanName(in, p.Definition, pg)
+		}
 		d.Plans = append(d.Plans, GangPlanView{
 			Definition: p.Definition, PodGroup: pg, Members: nonNil(p.Members), Instances: p.Instances, MinMember: p.MinMember,
 			MinResources: resourceMap(p.MinResources), TopologyRequired: p.TopologyRequired, TopologyPreferred: p.TopologyPreferred,
@@ -85,6 +96,11 @@ type gangAgg struct {
 	gang    *definition.Gang
 	pods    []*corev1.Pod
 	pgNames map[string]int
+	// nativeNames counts the native PodGroups its pods name
+	// (spec.schedulingGroup, which the scheduler follows before a label),
+	// labelOnly its pods labelled for a PodGroup that name none.
+	nativeNames map[string]int
+	labelOnly   int
 }
 
 // gangSet collects the gang instances the pods form, in the order their
@@ -98,17 +114,27 @@ func (s *gangSet) add(g *definition.Gang, pod *corev1.Pod) {
 	key := g.Definition + "\x00" + strings.Join(g.Keys, "\x00")
 	agg := s.byKey[key]
 	if agg == nil {
-		agg = &gangAgg{gang: g, pgNames: map[string]int{}}
+		agg = &gangAgg{gang: g, pgNames: map[string]int{}, nativeNames: map[string]int{}}
 		s.byKey[key] = agg
 		s.order = append(s.order, key)
 	}
 	agg.pods = append(agg.pods, pod)
+	native := nativeGroupOf(pod)
+	if native != "" {
+		agg.nativeNames[native]++
+	}
 	if n := pod.Labels[api.LabelPodGroup]; n != "" {
 		agg.pgNames[n]++
+		if native == "" {
+			agg.labelOnly++
+		}
 	}
 }
 
 func (a *gangAgg) view(in describeInput) GangView {
+	if n := a.nativeName(in); n != "" {
+		return a.nativeView(in, n)
+	}
 	g := a.gang
 	gv := GangView{
 		Definition:   g.Definition,

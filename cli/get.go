@@ -29,7 +29,13 @@ read, so it does not make the listing cheaper). Workloads are listed in pages of
 "Top-level" means the object has no controller owner that muster also has a
 definition for: a JobSet created by a TrainJob is listed as the TrainJob. Kinds
 the cluster does not serve are skipped. Without TYPE every defined kind is listed
-(the same as --all-types).`
+(the same as --all-types).
+
+Gangs are the workload's PodGroups: scheduler-plugins ones and native ones
+(scheduling.k8s.io/v1beta1, which its pods name in spec.schedulingGroup or which
+carry its UID; a native PodGroup of the basic policy is no gang). A gang is bound
+when min-member (a native one's minCount) of its members are on nodes; -o json
+counts the native ones in nativeGangs.`
 
 const getExample = `  # Every workload in the current namespace
   muster get

@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/tools/pager"
 	"k8s.io/kubectl/pkg/util/podutils"
 
-	"github.com/muster-io/muster/api"
 	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
 	"github.com/muster-io/muster/catalog"
 )
@@ -251,6 +250,7 @@ func (o *GetOptions) addPodGroups(ctx context.Context, c *Cluster, ns string, wl
 			}
 		}
 	}
+	o.addNativePodGroups(ctx, c, ns, wls, byUID)
 }
 
 // workloadRow summarises one workload for get.
@@ -293,10 +293,13 @@ func workloadRow(ctx context.Context, obj *unstructured.Unstructured, ent *catal
 		}
 	}
 	nodes := map[string]bool{}
+	// Keyed as podGangKey keys them: a native PodGroup apart from a
+	// scheduler-plugins one of the same name.
+	gangKeyOfPod := podGangKey(pgs)
 	boundByPG := map[string]int{}
 	unschedulablePG := map[string]bool{}
 	for _, p := range pods {
-		if n := p.Labels[api.LabelPodGroup]; n != "" && p.Spec.NodeName == "" && unschedulable(p) {
+		if n := gangKeyOfPod(p); n != "" && p.Spec.NodeName == "" && unschedulable(p) {
 			unschedulablePG[n] = true
 		}
 		if podutils.IsPodReady(p) {
@@ -306,7 +309,7 @@ func workloadRow(ctx context.Context, obj *unstructured.Unstructured, ent *catal
 			nodes[p.Spec.NodeName] = true
 			// A gang is bound by members that will stay: not one being
 			// deleted or already failed (describe counts the same way).
-			if n := p.Labels[api.LabelPodGroup]; n != "" && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed {
+			if n := gangKeyOfPod(p); n != "" && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed {
 				boundByPG[n]++
 			}
 		}
@@ -327,10 +330,13 @@ func workloadRow(ctx context.Context, obj *unstructured.Unstructured, ent *catal
 		if pg.Priority != nil && (r.Priority == nil || *pg.Priority > *r.Priority) {
 			r.Priority = pg.Priority
 		}
+		if pg.Native {
+			r.NativeGangs++
+		}
 		switch {
-		case pg.MinMember > 0 && int32(boundByPG[pg.Name]) >= pg.MinMember:
+		case pg.MinMember > 0 && int32(boundByPG[pg.key()]) >= pg.MinMember:
 			r.GangsBound++
-		case unschedulablePG[pg.Name]:
+		case unschedulablePG[pg.key()], pg.Native && pg.Phase == "Unschedulable":
 			r.GangsUnschedulable++
 		}
 	}

@@ -128,7 +128,7 @@ func (p painter) status(s string) string {
 		return p.paint(ansiGreen, s)
 	case "Pending", "Initializing", "Scheduling", "PreScheduling", "Suspended", "Suspending", "Resuming", "Undefined", "Planned":
 		return p.paint(ansiYellow, s)
-	case "Failed", "Degraded", "Error", "no":
+	case "Failed", "Degraded", "Error", "Unschedulable", "SchedulerError", "no":
 		return p.paint(ansiRed, s)
 	}
 	return s

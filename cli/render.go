@@ -150,13 +150,19 @@ func writeGangs(w io.Writer, p painter, d *Description) {
 	fmt.Fprintln(w, "\nGangs:")
 	// PRIORITY and ELASTIC only when a gang has one: most gangs have
 	// neither, and an empty column says nothing.
-	withPrio, withElastic := false, false
+	// API and MEMBERS only when a gang is native: which PodGroup API holds
+	// each gang, and a native gang's members scheduled and ready.
+	withPrio, withElastic, withNative := false, false, false
 	for _, g := range d.Gangs {
 		withPrio = withPrio || g.Priority != nil
 		withElastic = withElastic || g.Elastic != nil
+		withNative = withNative || g.Native
 	}
 	t := &table{indent: "  "}
 	head := []string{"NAME", "MIN-MEMBER", "BOUND"}
+	if withNative {
+		head = append(head, "API", "MEMBERS")
+	}
 	if withElastic {
 		head = append(head, "ELASTIC")
 	}
@@ -167,6 +173,9 @@ func writeGangs(w io.Writer, p painter, d *Description) {
 	for _, g := range d.Gangs {
 		reason := g.Reason
 		cells := []cell{plain(g.Name), plain(fmt.Sprint(g.MinMember)), plain(boundCell(g))}
+		if withNative {
+			cells = append(cells, nativeCells(g)...)
+		}
 		if withElastic {
 			el := ""
 			if g.Elastic != nil {
@@ -484,8 +493,12 @@ func limitComponents(d *Description, kids []int, limit int) ([]int, int) {
 }
 
 func podRow(t *table, p painter, prefix string, pv PodView, wide bool, gangReasons map[string]string) {
-	// A gang's pods share the scheduler's message; say it once, under Gangs.
-	if gr := gangReasons[pv.Gang]; gr != "" && strings.HasSuffix(pv.Reason, gr) {
+	// A gang's pods share the scheduler's message; say it once, under Gangs
+	// (where a native gang's reason may go on with the newest event).
+	gr := gangReasons[pv.Gang]
+	if cause, msg, ok := strings.Cut(pv.Reason, ": "); gr != "" && ok && msg != "" && !strings.HasSuffix(pv.Reason, gr) && strings.HasPrefix(gr, msg) {
+		pv.Reason = cause + " (gang " + pv.Gang + ", see Gangs)"
+	} else if gr != "" && strings.HasSuffix(pv.Reason, gr) {
 		pv.Reason = strings.TrimSuffix(strings.TrimSuffix(pv.Reason, gr), ": ") + " (gang " + pv.Gang + ", see Gangs)"
 	}
 	ready := "no"

@@ -29,7 +29,7 @@ func TestSchedulerWarnings(t *testing.T) {
 		{"the scheduler answered", []*corev1.Pod{pod("a", "default-scheduler", "", answered)}, ""},
 	}
 	for _, tc := range tests {
-		got := schedulerWarnings(tc.pods)
+		got := schedulerWarnings(tc.pods, nil)
 		switch {
 		case tc.want == "" && len(got) != 0:
 			t.Errorf("%s: warnings %q, want none", tc.name, got)

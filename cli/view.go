@@ -164,6 +164,49 @@ type GangView struct {
 	PriorityClass string `json:"priorityClass,omitempty"`
 	// Elastic is set for a gang with more members than its minMember.
 	Elastic *ElasticView `json:"elastic,omitempty"`
+	// Native says the gang is a native PodGroup (scheduling.k8s.io/v1beta1)
+	// its pods name in spec.schedulingGroup, placed by the scheduler's
+	// in-tree GangScheduling plugin: Name is that PodGroup's, MinMember its
+	// minCount, Bound its members scheduled, Phase what its
+	// PodGroupInitiallyScheduled condition says. NativePodGroup has the rest.
+	Native         bool                `json:"native,omitempty"`
+	NativePodGroup *NativePodGroupView `json:"nativePodGroup,omitempty"`
+}
+
+// NativePodGroupView is what describe reads of a native gang, counted from
+// its pods (what the proposed PodGroupSatisfied condition of KEP-6413 is
+// to say) and from the scheduler's condition and events.
+type NativePodGroupView struct {
+	// APIVersion is scheduling.k8s.io/v1beta1.
+	APIVersion string `json:"apiVersion"`
+	// Policy is "gang" (minCount members placed all or nothing) or "basic"
+	// (no gang: pods placed one by one).
+	Policy   string `json:"policy"`
+	MinCount int32  `json:"minCount"`
+	// Members are the pods naming the PodGroup that are not being deleted
+	// and have not failed; Scheduled those with a node, Ready those of
+	// them ready (or completed).
+	Members   int `json:"members"`
+	Scheduled int `json:"scheduled"`
+	Ready     int `json:"ready"`
+	// Summary reads "2 of 3 members scheduled, 1 ready".
+	Summary string `json:"summary"`
+	// InitiallyScheduled is the PodGroup's PodGroupInitiallyScheduled
+	// condition (True once the gang was placed, and then for good; False
+	// with reason Unschedulable or SchedulerError and the scheduler's
+	// message); absent while the scheduler has not tried the gang.
+	InitiallyScheduled *ConditionView `json:"initiallyScheduled,omitempty"`
+	// LastFailedScheduling is the newest FailedScheduling event of a
+	// member not scheduled.
+	LastFailedScheduling *SchedulingEventView `json:"lastFailedScheduling,omitempty"`
+}
+
+// SchedulingEventView is one FailedScheduling event of a pod.
+type SchedulingEventView struct {
+	Pod     string `json:"pod"`
+	Message string `json:"message"`
+	// Time is when it was last seen (RFC 3339), empty when unknown.
+	Time string `json:"time,omitempty"`
 }
 
 // ElasticView splits an elastic gang: the quorum (minMember members) is
@@ -216,8 +259,12 @@ type WorkloadRow struct {
 	// GangsUnschedulable counts gangs not bound whose pending members the
 	// scheduler marked Unschedulable: they are stuck, not starting.
 	GangsUnschedulable int `json:"gangsUnschedulable,omitempty"`
+	// NativeGangs counts the gangs that are native PodGroups
+	// (scheduling.k8s.io/v1beta1), included in Gangs.
+	NativeGangs int `json:"nativeGangs,omitempty"`
 	// Priority is the highest priority the pod-grouper recorded on the
-	// workload's PodGroups; absent when none is recorded.
+	// workload's PodGroups (a native PodGroup's spec.priority); absent
+	// when none is recorded.
 	Priority *int32   `json:"priority,omitempty"`
 	Created  string   `json:"created,omitempty"`
 	Age      string   `json:"age,omitempty"`

@@ -74,8 +74,9 @@ func jobSet(ns, name, pool, sched, pg string, workers, gpus int) *unstructured.U
 	}}
 }
 
-// createJobSetWorkload creates the JobSet, its PodGroup and its Jobs the
-// way the JobSet operator names and labels them (<js>-<rjob>-<index>).
+// createJobSetWorkload creates the JobSet, its PodGroup (none for pg "")
+// and its Jobs the way the JobSet operator names and labels them
+// (<js>-<rjob>-<index>).
 // managedBy, when set, keeps the Job controller away (the benchmark
 // creates the pods itself).
 func createJobSetWorkload(t testing.TB, js *unstructured.Unstructured, pg string, minMember int64, managedBy string) *unstructured.Unstructured {
@@ -88,16 +89,18 @@ func createJobSetWorkload(t testing.TB, js *unstructured.Unstructured, pg string
 	}
 	owner := metav1.OwnerReference{APIVersion: "jobset.x-k8s.io/v1alpha2", Kind: "JobSet", Name: created.GetName(), UID: created.GetUID(),
 		Controller: ptrTo(true), BlockOwnerDeletion: ptrTo(true)}
-	pgObj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
-		"metadata": map[string]any{"name": pg, "namespace": ns, "labels": map[string]any{
-			api.LabelWorkloadKind: "JobSet", api.LabelWorkloadName: created.GetName(), api.LabelDefinition: "jobset"}},
-		"spec": map[string]any{"minMember": minMember},
-	}}
-	pgObj.SetOwnerReferences([]metav1.OwnerReference{owner})
-	if _, err := controlPlane.Dynamic.Resource(schema.GroupVersionResource{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Resource: "podgroups"}).
-		Namespace(ns).Create(ctx, pgObj, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	if pg != "" {
+		pgObj := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+			"metadata": map[string]any{"name": pg, "namespace": ns, "labels": map[string]any{
+				api.LabelWorkloadKind: "JobSet", api.LabelWorkloadName: created.GetName(), api.LabelDefinition: "jobset"}},
+			"spec": map[string]any{"minMember": minMember},
+		}}
+		pgObj.SetOwnerReferences([]metav1.OwnerReference{owner})
+		if _, err := controlPlane.Dynamic.Resource(schema.GroupVersionResource{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Resource: "podgroups"}).
+			Namespace(ns).Create(ctx, pgObj, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	rjobs, _, _ := unstructured.NestedSlice(created.Object, "spec", "replicatedJobs")
 	global := 0
