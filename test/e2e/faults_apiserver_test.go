@@ -131,20 +131,7 @@ func TestFaultAPIServerRestart(t *testing.T) {
 	if err := <-streamDone; err != nil {
 		t.Fatal(err)
 	}
-	waitJobGangsWhole(ctx, t, cp, ns, names, size)
-	t.Logf("all %d gangs bound whole %s after the restart", jobs, time.Since(begin).Round(time.Millisecond))
-	holdsFor(t, 2*time.Second, "every gang still whole", func(ctx context.Context) (bool, string, error) {
-		bound, _, err := podsByLabel(ctx, cp, ns, batchv1.JobNameLabel)
-		if err != nil {
-			return false, "", err
-		}
-		for _, name := range names {
-			if bound[name] != size[name] {
-				return false, fmt.Sprintf("%s: %d of %d bound", name, bound[name], size[name]), nil
-			}
-		}
-		return true, "", nil
-	})
+	waitJobGangsWhole(ctx, t, cp, ns, names, size, begin)
 	checkPodGroupPerJob(ctx, t, cp, pgc, ns, size)
 
 	// Through an outage it is sure to outlast, the pod-grouper goes on as
@@ -273,8 +260,9 @@ func waitPodGroupReleases(t *testing.T, pgc pgclientset.Interface, ns string, re
 }
 
 // waitJobGangsWhole waits until every Job of names in ns has size[name]
-// pods bound, describing those that do not if it gives up.
-func waitJobGangsWhole(ctx context.Context, t *testing.T, cp *localcluster.ControlPlane, ns string, names []string, size map[string]int) {
+// pods bound, describing those that do not if it gives up, and checks that
+// they stay so for a while. begin is when the restart began.
+func waitJobGangsWhole(ctx context.Context, t *testing.T, cp *localcluster.ControlPlane, ns string, names []string, size map[string]int, begin time.Time) {
 	var short []string
 	err := localcluster.WaitFor(ctx, gangTimeout, fmt.Sprintf("%d gangs bound whole", len(names)), func(ctx context.Context) (bool, string, error) {
 		bound, _, err := podsByLabel(ctx, cp, ns, batchv1.JobNameLabel)
@@ -295,6 +283,19 @@ func waitJobGangsWhole(ctx context.Context, t *testing.T, cp *localcluster.Contr
 		}
 		t.Fatal(err)
 	}
+	t.Logf("all %d gangs bound whole %s after the restart", len(names), time.Since(begin).Round(time.Millisecond))
+	holdsFor(t, 2*time.Second, "every gang still whole", func(ctx context.Context) (bool, string, error) {
+		bound, _, err := podsByLabel(ctx, cp, ns, batchv1.JobNameLabel)
+		if err != nil {
+			return false, "", err
+		}
+		for _, name := range names {
+			if bound[name] != size[name] {
+				return false, fmt.Sprintf("%s: %d of %d bound", name, bound[name], size[name]), nil
+			}
+		}
+		return true, "", nil
+	})
 }
 
 // checkPodGroupPerJob checks one PodGroup per Job of size in ns, of the
