@@ -31,7 +31,7 @@ type contentionRun struct {
 	// (0 < bound < size, gang not yet completing). MaxPartial is the most
 	// in one sample.
 	PartialSamples, MaxPartial int
-	// Violations break the gang tests' rule (gang_helpers_test.go): a
+	// Violations break the gang tests' rule (gang_watch_test.go): a
 	// partial muster gang not let through by one barrier release, or any
 	// gang partly bound longer than settleWindow.
 	Violations []string
