@@ -179,12 +179,6 @@ func BenchmarkMemory(b *testing.B) {
 		"muster-scheduler":  os.Getenv("MUSTER_BENCH_MEM_SCHED_GOMEMLIMIT"),
 		"muster-podgrouper": os.Getenv("MUSTER_BENCH_MEM_PGR_GOMEMLIMIT"),
 	}
-	childEnv := func(name string) []string {
-		if v := memLimit[name]; v != "" {
-			return []string{"GOMEMLIMIT=" + v}
-		}
-		return nil
-	}
 	const perGang = 8
 	gangs := pods / perGang
 	ctx := context.Background()
@@ -197,45 +191,9 @@ func BenchmarkMemory(b *testing.B) {
 		if err := createBenchNodes(ctx, ns, nodes, 8); err != nil {
 			b.Fatal(err)
 		}
-
-		// The shipped profile under a name of its own, no leader election.
-		cfgPath := schedulerBinaryConfig(b, variantMuster, sched, false)
-		pgrAddr := fmt.Sprintf("127.0.0.1:%d", freePort(b))
-		// MUSTER_BENCH_HEAP=1 also saves both processes' heap profiles
-		// (memory-<process>.heap.pprof) once the cluster is full: the
-		// scheduler serves them on its secure port to anonymous callers
-		// for that path only, the pod-grouper with --profiling.
-		heap := os.Getenv("MUSTER_BENCH_HEAP") == "1"
-		schedArgs := []string{"--config", cfgPath, "--secure-port=0"}
-		pgrArgs := []string{"--kubeconfig", controlPlane.KubeconfigPath,
-			"--scheduler-name", sched, "--leader-elect=false", "--bind-address", pgrAddr, "--workers", "16", "--kube-api-qps", "1000", "--kube-api-burst", "2000"}
-		extra := strings.Fields(os.Getenv("MUSTER_BENCH_MEM_SCHED_ARGS"))
-		schedArgs = append(schedArgs, extra...)
-		schedPort := 0
-		if heap {
-			schedPort = freePort(b)
-			schedArgs = []string{"--config", cfgPath, "--secure-port", strconv.Itoa(schedPort), "--bind-address=127.0.0.1",
-				"--authorization-always-allow-paths=/healthz,/readyz,/livez,/debug/pprof/*"}
-			schedArgs = append(schedArgs, extra...)
-			pgrArgs = append(pgrArgs, "--profiling")
-		}
-		schedCmd := startBinaryEnv(b, childEnv("muster-scheduler"), filepath.Join(bin, "muster-scheduler"), schedArgs...)
-		pgrCmd := startBinaryEnv(b, childEnv("muster-podgrouper"), filepath.Join(bin, "muster-podgrouper"), pgrArgs...)
-		waitPodGrouperReady(ctx, b, pgrAddr)
-		time.Sleep(2 * time.Second) // the scheduler's informers sync
-		procs := map[string]int{"muster-scheduler": schedCmd.Process.Pid, "muster-podgrouper": pgrCmd.Process.Pid}
-		idle := map[string]float64{}
-		idleCPU := map[string]time.Duration{}
-		for name, pid := range procs {
-			rss, _, err := procMem(pid)
-			if err != nil {
-				b.Fatalf("%s exited early: %v", name, err)
-			}
-			idle[name] = rss
-			if idleCPU[name], err = procCPU(pid); err != nil {
-				b.Fatalf("%s: %v", name, err)
-			}
-		}
+		r := &memRun{memLimit: memLimit}
+		heap, schedPort, pgrAddr := r.startBinaries(ctx, b, bin, sched)
+		r.measureIdle(b)
 		// Progress comes from a watch, not from listing every pod every
 		// few seconds: at 50 000 pods such lists cost the shared API
 		// server more than the binaries under test.
@@ -245,36 +203,11 @@ func BenchmarkMemory(b *testing.B) {
 		}
 		defer count.stop()
 
-		// Sample RSS every second for the chart.
-		series := map[string]*benchreport.Series{}
-		for name := range procs {
-			series[name] = &benchreport.Series{Name: name}
-		}
 		start := time.Now()
-		stopSampling := make(chan struct{})
-		var sampling sync.WaitGroup
-		sampling.Add(1)
-		go func() {
-			defer sampling.Done()
-			tick := time.NewTicker(time.Second)
-			defer tick.Stop()
-			for {
-				select {
-				case <-stopSampling:
-					return
-				case <-tick.C:
-				}
-				for name, pid := range procs {
-					if rss, _, err := procMem(pid); err == nil {
-						series[name].Points = append(series[name].Points, benchreport.Point{X: time.Since(start).Seconds(), Y: rss})
-					}
-				}
-			}
-		}()
-
+		stopSampling := r.sampleRSS(start)
 		progress := func(prefix string) {
 			exist, labelled, bound := count.counts()
-			b.Logf("%s%4.0fs: %d pods exist, %d labelled, %d bound; RSS %s; load %s", prefix, time.Since(start).Seconds(), exist, labelled, bound, rssLine(procs), loadAvg())
+			b.Logf("%s%4.0fs: %d pods exist, %d labelled, %d bound; RSS %s; load %s", prefix, time.Since(start).Seconds(), exist, labelled, bound, rssLine(r.procs), loadAvg())
 		}
 		writesBefore := apiWritesByKind()
 		created := make(chan error, 1)
@@ -282,32 +215,10 @@ func BenchmarkMemory(b *testing.B) {
 		// Done when every pod is labelled and the cluster is full: 8 GPUs
 		// per node, one per pod.
 		want := min(gangs*perGang, nodes*8/perGang*perGang)
-		var createErr error
-		createsDone := false
-		lastProgress := start
-		ok := waitUntil(ctx, waitFor, func() bool {
-			if !createsDone {
-				select {
-				case createErr = <-created:
-					createsDone = true
-					b.Logf("creates took %s", time.Since(start).Round(time.Second))
-					if createErr != nil {
-						return true // reported once sampling stops
-					}
-				default:
-				}
-			}
-			if now := time.Now(); now.Sub(lastProgress) >= 10*time.Second {
-				lastProgress = now
-				progress("")
-			}
-			_, labelled, bound := count.counts()
-			return createsDone && labelled == gangs*perGang && bound >= want
-		})
+		ok, createErr := memWaitFull(ctx, b, count, created, waitFor, gangs*perGang, want, start, progress)
 		elapsed := time.Since(start)
 		time.Sleep(3 * time.Second) // steady state after the last bind
-		close(stopSampling)
-		sampling.Wait()
+		stopSampling()
 		progress("end ")
 		// Everyone's writes, the harness's creates included: the API
 		// server both binaries wait on is shared.
@@ -323,43 +234,173 @@ func BenchmarkMemory(b *testing.B) {
 			saveHeapProfile(b, fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/heap", schedPort), filepath.Join(out, "memory-muster-scheduler.heap.pprof"))
 			saveHeapProfile(b, "http://"+pgrAddr+"/debug/pprof/heap", filepath.Join(out, "memory-muster-podgrouper.heap.pprof"))
 		}
-		rows := [][]string{{"process", "idle_rss_mib", "peak_rss_mib", "nodes", "pods", "bound", "seconds", "cpu_seconds", "cpu_ms_per_pod", "gomemlimit"}}
-		var md strings.Builder
-		fmt.Fprintf(&md, "| process | RSS after start (MiB) | peak RSS, VmHWM (MiB) | CPU ms per pod | GOMEMLIMIT |\n|---|---|---|---|---|\n")
-		chart := benchreport.Chart{Title: fmt.Sprintf("Scenario 5: RSS of the shipped binaries (%d nodes, %d pods)", nodes, gangs*perGang), XLabel: "seconds since first create", YLabel: "RSS (MiB)"}
-		total := 0.0
-		for _, name := range []string{"muster-scheduler", "muster-podgrouper"} {
-			_, hwm, err := procMem(procs[name])
-			if err != nil {
-				b.Fatalf("%s: %v", name, err)
+		r.report(b, out, nodes, gangs*perGang, labelled, bound, elapsed)
+	}
+}
+
+// memRun is one run of BenchmarkMemory: the two processes and what is
+// measured of them.
+type memRun struct {
+	memLimit map[string]string              // process name → its GOMEMLIMIT ("" for none)
+	procs    map[string]int                 // process name → pid
+	idle     map[string]float64             // RSS after start-up (MiB)
+	idleCPU  map[string]time.Duration       // CPU time used by start-up
+	series   map[string]*benchreport.Series // RSS over the run, for the chart
+}
+
+// startBinaries starts the shipped binaries of bin for sched and waits
+// until both are ready. heap says whether both serve heap profiles, the
+// scheduler on schedPort, the pod-grouper on pgrAddr.
+func (r *memRun) startBinaries(ctx context.Context, b *testing.B, bin, sched string) (heap bool, schedPort int, pgrAddr string) {
+	childEnv := func(name string) []string {
+		if v := r.memLimit[name]; v != "" {
+			return []string{"GOMEMLIMIT=" + v}
+		}
+		return nil
+	}
+	// The shipped profile under a name of its own, no leader election.
+	cfgPath := schedulerBinaryConfig(b, variantMuster, sched, false)
+	pgrAddr = fmt.Sprintf("127.0.0.1:%d", freePort(b))
+	// MUSTER_BENCH_HEAP=1 also saves both processes' heap profiles
+	// (memory-<process>.heap.pprof) once the cluster is full: the
+	// scheduler serves them on its secure port to anonymous callers
+	// for that path only, the pod-grouper with --profiling.
+	heap = os.Getenv("MUSTER_BENCH_HEAP") == "1"
+	schedArgs := []string{"--config", cfgPath, "--secure-port=0"}
+	pgrArgs := []string{"--kubeconfig", controlPlane.KubeconfigPath,
+		"--scheduler-name", sched, "--leader-elect=false", "--bind-address", pgrAddr, "--workers", "16", "--kube-api-qps", "1000", "--kube-api-burst", "2000"}
+	extra := strings.Fields(os.Getenv("MUSTER_BENCH_MEM_SCHED_ARGS"))
+	schedArgs = append(schedArgs, extra...)
+	if heap {
+		schedPort = freePort(b)
+		schedArgs = []string{"--config", cfgPath, "--secure-port", strconv.Itoa(schedPort), "--bind-address=127.0.0.1",
+			"--authorization-always-allow-paths=/healthz,/readyz,/livez,/debug/pprof/*"}
+		schedArgs = append(schedArgs, extra...)
+		pgrArgs = append(pgrArgs, "--profiling")
+	}
+	schedCmd := startBinaryEnv(b, childEnv("muster-scheduler"), filepath.Join(bin, "muster-scheduler"), schedArgs...)
+	pgrCmd := startBinaryEnv(b, childEnv("muster-podgrouper"), filepath.Join(bin, "muster-podgrouper"), pgrArgs...)
+	waitPodGrouperReady(ctx, b, pgrAddr)
+	time.Sleep(2 * time.Second) // the scheduler's informers sync
+	r.procs = map[string]int{"muster-scheduler": schedCmd.Process.Pid, "muster-podgrouper": pgrCmd.Process.Pid}
+	return heap, schedPort, pgrAddr
+}
+
+// measureIdle takes both processes' RSS and CPU time after start-up.
+func (r *memRun) measureIdle(b *testing.B) {
+	r.idle = map[string]float64{}
+	r.idleCPU = map[string]time.Duration{}
+	for name, pid := range r.procs {
+		rss, _, err := procMem(pid)
+		if err != nil {
+			b.Fatalf("%s exited early: %v", name, err)
+		}
+		r.idle[name] = rss
+		if r.idleCPU[name], err = procCPU(pid); err != nil {
+			b.Fatalf("%s: %v", name, err)
+		}
+	}
+}
+
+// sampleRSS samples RSS every second for the chart until stop is called.
+func (r *memRun) sampleRSS(start time.Time) (stop func()) {
+	r.series = map[string]*benchreport.Series{}
+	for name := range r.procs {
+		r.series[name] = &benchreport.Series{Name: name}
+	}
+	stopSampling := make(chan struct{})
+	var sampling sync.WaitGroup
+	sampling.Add(1)
+	go func() {
+		defer sampling.Done()
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopSampling:
+				return
+			case <-tick.C:
 			}
-			// CPU from the end of start-up (informers synced) to now,
-			// per pod of the run: the price of GOMEMLIMIT's extra
-			// collections shows here.
-			cpu, err := procCPU(procs[name])
-			if err != nil {
-				b.Fatalf("%s: %v", name, err)
+			for name, pid := range r.procs {
+				if rss, _, err := procMem(pid); err == nil {
+					r.series[name].Points = append(r.series[name].Points, benchreport.Point{X: time.Since(start).Seconds(), Y: rss})
+				}
 			}
-			cpu -= idleCPU[name]
-			cpuPerPod := float64(cpu.Microseconds()) / 1000 / float64(gangs*perGang)
-			b.ReportMetric(cpuPerPod, name+"-cpu-ms/pod")
-			total += hwm
-			b.ReportMetric(hwm, name+"-peak-MiB")
-			rows = append(rows, []string{name, f3(idle[name]), f3(hwm), strconv.Itoa(nodes), strconv.Itoa(gangs * perGang), strconv.Itoa(bound), f3(elapsed.Seconds()), f3(cpu.Seconds()), f3(cpuPerPod), memLimit[name]})
-			fmt.Fprintf(&md, "| %s | %.0f | %.0f | %.2f | %s |\n", name, idle[name], hwm, cpuPerPod, cmp.Or(memLimit[name], "unset"))
-			chart.Series = append(chart.Series, *series[name])
 		}
-		fmt.Fprintf(&md, "| both | %.0f | %.0f | | |\n", idle["muster-scheduler"]+idle["muster-podgrouper"], total)
-		b.Logf("%d pods labelled, %d bound in %s; peak RSS total %.0f MiB", labelled, bound, elapsed.Round(time.Second), total)
-		if err := benchreport.WriteCSV(filepath.Join(out, "memory.csv"), rows); err != nil {
-			b.Fatal(err)
+	}()
+	return func() {
+		close(stopSampling)
+		sampling.Wait()
+	}
+}
+
+// memWaitFull waits up to waitFor until the creates returned (created),
+// all pods are labelled and want are bound, logging progress every 10 s.
+// A failed create ends the wait; it is returned.
+func memWaitFull(ctx context.Context, b *testing.B, count *memPodCounter, created <-chan error, waitFor time.Duration, pods, want int, start time.Time, progress func(string)) (ok bool, createErr error) {
+	createsDone := false
+	lastProgress := start
+	ok = waitUntil(ctx, waitFor, func() bool {
+		if !createsDone {
+			select {
+			case createErr = <-created:
+				createsDone = true
+				b.Logf("creates took %s", time.Since(start).Round(time.Second))
+				if createErr != nil {
+					return true // reported once sampling stops
+				}
+			default:
+			}
 		}
-		if err := chart.WriteFiles(out, "memory-rss"); err != nil {
-			b.Fatal(err)
+		if now := time.Now(); now.Sub(lastProgress) >= 10*time.Second {
+			lastProgress = now
+			progress("")
 		}
-		if err := os.WriteFile(filepath.Join(out, "memory.md"), []byte(md.String()), 0o644); err != nil {
-			b.Fatal(err)
+		_, labelled, bound := count.counts()
+		return createsDone && labelled == pods && bound >= want
+	})
+	return ok, createErr
+}
+
+// report reports each process's peak RSS and CPU per pod and writes
+// memory.csv, memory.md and the RSS chart to out.
+func (r *memRun) report(b *testing.B, out string, nodes, pods, labelled, bound int, elapsed time.Duration) {
+	rows := [][]string{{"process", "idle_rss_mib", "peak_rss_mib", "nodes", "pods", "bound", "seconds", "cpu_seconds", "cpu_ms_per_pod", "gomemlimit"}}
+	var md strings.Builder
+	fmt.Fprintf(&md, "| process | RSS after start (MiB) | peak RSS, VmHWM (MiB) | CPU ms per pod | GOMEMLIMIT |\n|---|---|---|---|---|\n")
+	chart := benchreport.Chart{Title: fmt.Sprintf("Scenario 5: RSS of the shipped binaries (%d nodes, %d pods)", nodes, pods), XLabel: "seconds since first create", YLabel: "RSS (MiB)"}
+	total := 0.0
+	for _, name := range []string{"muster-scheduler", "muster-podgrouper"} {
+		_, hwm, err := procMem(r.procs[name])
+		if err != nil {
+			b.Fatalf("%s: %v", name, err)
 		}
+		// CPU from the end of start-up (informers synced) to now,
+		// per pod of the run: the price of GOMEMLIMIT's extra
+		// collections shows here.
+		cpu, err := procCPU(r.procs[name])
+		if err != nil {
+			b.Fatalf("%s: %v", name, err)
+		}
+		cpu -= r.idleCPU[name]
+		cpuPerPod := float64(cpu.Microseconds()) / 1000 / float64(pods)
+		b.ReportMetric(cpuPerPod, name+"-cpu-ms/pod")
+		total += hwm
+		b.ReportMetric(hwm, name+"-peak-MiB")
+		rows = append(rows, []string{name, f3(r.idle[name]), f3(hwm), strconv.Itoa(nodes), strconv.Itoa(pods), strconv.Itoa(bound), f3(elapsed.Seconds()), f3(cpu.Seconds()), f3(cpuPerPod), r.memLimit[name]})
+		fmt.Fprintf(&md, "| %s | %.0f | %.0f | %.2f | %s |\n", name, r.idle[name], hwm, cpuPerPod, cmp.Or(r.memLimit[name], "unset"))
+		chart.Series = append(chart.Series, *r.series[name])
+	}
+	fmt.Fprintf(&md, "| both | %.0f | %.0f | | |\n", r.idle["muster-scheduler"]+r.idle["muster-podgrouper"], total)
+	b.Logf("%d pods labelled, %d bound in %s; peak RSS total %.0f MiB", labelled, bound, elapsed.Round(time.Second), total)
+	if err := benchreport.WriteCSV(filepath.Join(out, "memory.csv"), rows); err != nil {
+		b.Fatal(err)
+	}
+	if err := chart.WriteFiles(out, "memory-rss"); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(out, "memory.md"), []byte(md.String()), 0o644); err != nil {
+		b.Fatal(err)
 	}
 }
 

@@ -6,19 +6,16 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
@@ -361,303 +358,15 @@ func catReplay(t testing.TB, ns, sched string, f *catFixture) *catReplayed {
 	t.Helper()
 	ctx := context.Background()
 	removeFence := catFencePods(t, ns)
-	replayClient := catReplayClient(t)
-
-	all := append([]*unstructured.Unstructured{f.root}, f.children...)
-	all = append(all, f.pods...)
-	// Fixture owner (fixture UID or Kind/name) → its fixture objects.
-	ownedPods := map[string][]*unstructured.Unstructured{}
-	ownedObjs := map[string][]*unstructured.Unstructured{}
-	fixtureKey := map[types.UID]string{}
-	for _, o := range all {
-		if o.GetUID() != "" {
-			fixtureKey[o.GetUID()] = catKey(o)
-		}
-	}
-	ownerKey := func(o *unstructured.Unstructured) string {
-		r := catControllerRef(o)
-		if r == nil {
-			return ""
-		}
-		if k, ok := fixtureKey[r.UID]; ok {
-			return k
-		}
-		return r.Kind + "/" + r.Name
-	}
-	for _, p := range f.pods {
-		if k := ownerKey(p); k != "" {
-			ownedPods[k] = append(ownedPods[k], p)
-		}
-	}
-	for _, o := range f.children {
-		if k := ownerKey(o); k != "" {
-			ownedObjs[k] = append(ownedObjs[k], o)
-		}
-	}
-	// podsUnder returns the fixture pods owned by the ReplicaSets of a
-	// Deployment key.
-	podsUnder := func(key string) []*unstructured.Unstructured {
-		var out []*unstructured.Unstructured
-		for _, rs := range ownedObjs[key] {
-			out = append(out, ownedPods[catKey(rs)]...)
-		}
-		return out
-	}
-	setReplicas := func(c *unstructured.Unstructured, n int) {
-		if have, found, _ := unstructured.NestedInt64(c.Object, "spec", "replicas"); found && int(have) != n {
-			t.Fatalf("%s: %s %s has spec.replicas %d but %d pods in pods.yaml", f.name, c.GetKind(), c.GetName(), have, n)
-		}
-		_ = unstructured.SetNestedField(c.Object, int64(n), "spec", "replicas")
-	}
-	templates := map[string]map[string]any{} // Deployment key → its template as created
-	// podSet gives a ReplicaSet or StatefulSet as many replicas as it owns
-	// fixture pods and, where children.yaml gives no selector, one on the
-	// labels they share; it returns the pods and those labels.
-	podSet := func(c *unstructured.Unstructured, key string) ([]*unstructured.Unstructured, map[string]any) {
-		pods := ownedPods[key]
-		setReplicas(c, len(pods))
-		common := catCommonLabels(pods)
-		if _, found, _ := unstructured.NestedMap(c.Object, "spec", "selector"); !found {
-			_ = unstructured.SetNestedMap(c.Object, map[string]any{"matchLabels": common}, "spec", "selector")
-		}
-		return pods, common
-	}
-	// setTemplate gives c the template of its first pod with labels where
-	// children.yaml gives none, and the replay's scheduler either way.
-	setTemplate := func(c *unstructured.Unstructured, pods []*unstructured.Unstructured, labels map[string]any) {
-		if _, found, _ := unstructured.NestedMap(c.Object, "spec", "template"); found {
-			_ = unstructured.SetNestedField(c.Object, sched, "spec", "template", "spec", "schedulerName")
-			return
-		}
-		if len(pods) == 0 {
-			t.Fatalf("%s: %s %s has no template and no pods to derive one from", f.name, c.GetKind(), c.GetName())
-		}
-		_ = unstructured.SetNestedMap(c.Object, catTemplateFromPod(pods[0], labels, sched), "spec", "template")
-	}
-
-	out := &catReplayed{ns: ns, byKey: map[string]*unstructured.Unstructured{}}
-	uids := map[types.UID]types.UID{}
-	var deployments, replicaSets, statefulSets []string
-	create := func(o *unstructured.Unstructured) (bool, error) {
-		key := catKey(o)
-		if _, done := out.byKey[key]; done {
-			return true, nil
-		}
-		c, ok := fixtureCopy(o, ns, sched, func(r metav1.OwnerReference) (types.UID, bool) {
-			if real, ok := uids[r.UID]; ok {
-				return real, true
-			}
-			if created, ok := out.byKey[r.Kind+"/"+r.Name]; ok {
-				return created.GetUID(), true
-			}
-			return "", false
-		})
-		if !ok {
-			return false, nil
-		}
-		client := controlPlane.Dynamic
-		gk := c.GroupVersionKind().GroupKind()
-		switch gk {
-		case schema.GroupKind{Kind: "Pod"}:
-			client = replayClient
-		case schema.GroupKind{Group: "apps", Kind: "Deployment"}:
-			pods := podsUnder(key)
-			setReplicas(c, len(pods))
-			_ = unstructured.SetNestedField(c.Object, true, "spec", "paused")
-			common := catCommonLabels(pods)
-			delete(common, "pod-template-hash")
-			if _, found, _ := unstructured.NestedMap(c.Object, "spec", "selector"); !found {
-				// The Deployment controller claims its ReplicaSets by their
-				// labels: select on what the pods and the ReplicaSets share.
-				sel := map[string]any{}
-				for k, v := range common {
-					sel[k] = v
-				}
-				for _, rs := range ownedObjs[key] {
-					for k, v := range sel {
-						if rs.GetLabels()[k] != v {
-							delete(sel, k)
-						}
-					}
-				}
-				if len(sel) == 0 {
-					t.Fatalf("%s: Deployment %s: its pods and ReplicaSets share no label to select on", f.name, c.GetName())
-				}
-				_ = unstructured.SetNestedMap(c.Object, map[string]any{"matchLabels": sel}, "spec", "selector")
-			}
-			setTemplate(c, pods, common)
-			tmpl, _, _ := unstructured.NestedMap(c.Object, "spec", "template")
-			templates[key] = tmpl
-			deployments = append(deployments, c.GetName())
-		case schema.GroupKind{Group: "apps", Kind: "ReplicaSet"}:
-			pods, common := podSet(c, key)
-			if _, found, _ := unstructured.NestedMap(c.Object, "spec", "template"); !found {
-				// The Deployment controller's ReplicaSet: the Deployment's
-				// template plus the pod-template-hash label.
-				tmpl, ok := templates[ownerKey(o)]
-				if !ok {
-					if len(pods) == 0 {
-						t.Fatalf("%s: ReplicaSet %s has no template and no pods", f.name, c.GetName())
-					}
-					tmpl = catTemplateFromPod(pods[0], common, sched)
-				}
-				tmpl = runtimeDeepCopy(tmpl)
-				if h, ok := c.GetLabels()["pod-template-hash"]; ok {
-					_ = unstructured.SetNestedField(tmpl, h, "metadata", "labels", "pod-template-hash")
-				}
-				_ = unstructured.SetNestedMap(c.Object, tmpl, "spec", "template")
-			}
-			replicaSets = append(replicaSets, c.GetName())
-		case schema.GroupKind{Group: "apps", Kind: "StatefulSet"}:
-			pods, common := podSet(c, key)
-			setTemplate(c, pods, common)
-			// Ordinals: the pods' name suffixes must be contiguous.
-			var ords []int
-			for _, p := range pods {
-				n, err := strconv.Atoi(strings.TrimPrefix(p.GetName(), c.GetName()+"-"))
-				if err != nil || !strings.HasPrefix(p.GetName(), c.GetName()+"-") {
-					t.Fatalf("%s: pod %s of StatefulSet %s is not named <set>-<ordinal>", f.name, p.GetName(), c.GetName())
-				}
-				ords = append(ords, n)
-			}
-			sort.Ints(ords)
-			for i := range ords {
-				if ords[i] != ords[0]+i {
-					t.Fatalf("%s: StatefulSet %s pods have ordinals %v, not contiguous", f.name, c.GetName(), ords)
-				}
-			}
-			if len(ords) > 0 && ords[0] != 0 {
-				_ = unstructured.SetNestedField(c.Object, int64(ords[0]), "spec", "ordinals", "start")
-			}
-			_ = unstructured.SetNestedMap(c.Object, map[string]any{"type": "OnDelete"}, "spec", "updateStrategy")
-			statefulSets = append(statefulSets, c.GetName())
-		case schema.GroupKind{Group: "batch", Kind: "Job"}:
-			if cs, _, _ := unstructured.NestedSlice(c.Object, "spec", "template", "spec", "containers"); len(cs) == 0 {
-				pods := ownedPods[key]
-				if len(pods) == 0 {
-					t.Fatalf("%s: Job %s has no template and no pods", f.name, c.GetName())
-				}
-				tmpl := catTemplateFromPod(pods[0], nil, sched)
-				_ = unstructured.SetNestedMap(c.Object, tmpl["spec"].(map[string]any), "spec", "template", "spec")
-			}
-		case schema.GroupKind{Group: "leaderworkerset.x-k8s.io", Kind: "LeaderWorkerSet"}:
-			// children.yaml abbreviates an LWS an operator wrote (NIM,
-			// KServe): its templates are what its pods show. The leader
-			// StatefulSet is owned by the LWS, the leader pods by that,
-			// the worker StatefulSets by a leader pod.
-			if _, found, _ := unstructured.NestedMap(c.Object, "spec", "leaderWorkerTemplate", "workerTemplate"); !found {
-				var leaders, workers []*unstructured.Unstructured
-				for _, sts := range ownedObjs[key] {
-					for _, l := range ownedPods[catKey(sts)] {
-						leaders = append(leaders, l)
-						for _, wsts := range ownedObjs[catKey(l)] {
-							workers = append(workers, ownedPods[catKey(wsts)]...)
-						}
-					}
-				}
-				if len(leaders) == 0 {
-					t.Fatalf("%s: LeaderWorkerSet %s has no workerTemplate and no leader pods", f.name, c.GetName())
-				}
-				_ = unstructured.SetNestedMap(c.Object, catTemplateFromPod(leaders[0], nil, sched), "spec", "leaderWorkerTemplate", "leaderTemplate")
-				wt := leaders[0]
-				if len(workers) > 0 {
-					wt = workers[0]
-				}
-				_ = unstructured.SetNestedMap(c.Object, catTemplateFromPod(wt, nil, sched), "spec", "leaderWorkerTemplate", "workerTemplate")
-			}
-		}
-		res, err := controlPlane.RESTMapping(c.GroupVersionKind())
-		if err != nil {
-			return false, err
-		}
-		var ri dynamic.ResourceInterface = client.Resource(res.Resource)
-		if res.Scope.Name() == "namespace" {
-			ri = client.Resource(res.Resource).Namespace(ns)
-		}
-		created, err := ri.Create(ctx, c, metav1.CreateOptions{})
-		if err != nil {
-			return false, fmt.Errorf("%s: creating %s: %w", f.name, key, err)
-		}
-		if o.GetUID() != "" {
-			uids[o.GetUID()] = created.GetUID()
-		}
-		out.byKey[key] = created
-		return true, nil
-	}
-	createInOwnerOrder(t, f.name, f.root, append(append([]*unstructured.Unstructured{}, f.children...), f.pods...), create)
-	out.root = out.byKey[catKey(f.root)]
+	r := newCatReplayer(t, ns, sched, f)
+	createInOwnerOrder(t, f.name, f.root, append(append([]*unstructured.Unstructured{}, f.children...), f.pods...), r.create)
+	r.out.root = r.out.byKey[catKey(f.root)]
 
 	// Step 4: every controller has counted the fixture pods.
-	apps := controlPlane.Client.AppsV1()
-	for _, name := range replicaSets {
-		waitFor(t, time.Minute, "ReplicaSet "+name+" counted the fixture pods", objectIs(apps.ReplicaSets(ns), name, func(rs *appsv1.ReplicaSet) (bool, string) {
-			return catCounted(rs.Generation-rs.Status.ObservedGeneration, *rs.Spec.Replicas, rs.Status.Replicas, rs.Status.FullyLabeledReplicas)
-		}))
-	}
-	for _, name := range statefulSets {
-		waitFor(t, time.Minute, "StatefulSet "+name+" counted the fixture pods", objectIs(apps.StatefulSets(ns), name, func(s *appsv1.StatefulSet) (bool, string) {
-			return catCounted(s.Generation-s.Status.ObservedGeneration, *s.Spec.Replicas, s.Status.Replicas, s.Status.Replicas)
-		}))
-	}
-	for _, name := range deployments {
-		patch := []byte(`{"spec":{"paused":false}}`)
-		d, err := apps.Deployments(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		gen := d.Generation
-		waitFor(t, time.Minute, "Deployment "+name+" counted the fixture pods", objectIs(apps.Deployments(ns), name, func(d *appsv1.Deployment) (bool, string) {
-			return catCounted(gen-d.Status.ObservedGeneration, *d.Spec.Replicas, d.Status.Replicas, d.Status.UpdatedReplicas)
-		}))
-	}
+	r.waitCounted(ctx)
 	removeFence()
-	catAssertExactPods(t, ns, f, len(replicaSets))
-	return out
-}
-
-// catCounted reports whether a controller has observed the object's
-// generation (lag is how far behind it is) and reports status replicas and
-// the second count (fully labelled, updated) equal to spec.replicas.
-func catCounted(lag int64, spec, status, other int32) (bool, string) {
-	return lag <= 0 && status == spec && other == spec, fmt.Sprintf("generation lag %d, spec %d, status %d/%d", lag, spec, status, other)
-}
-
-// catAssertExactPods checks that ns holds exactly the fixture's pods (no
-// controller made one of its own) and that the Deployments made no
-// ReplicaSet beside the fixture's.
-func catAssertExactPods(t testing.TB, ns string, f *catFixture, replicaSets int) {
-	t.Helper()
-	ctx := context.Background()
-	pods, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got, want []string
-	for _, p := range pods.Items {
-		got = append(got, p.Name)
-		if p.DeletionTimestamp != nil {
-			t.Errorf("%s: pod %s is being deleted by a controller", f.name, p.Name)
-		}
-	}
-	for _, p := range f.pods {
-		want = append(want, p.GetName())
-	}
-	sort.Strings(got)
-	sort.Strings(want)
-	if strings.Join(got, ",") != strings.Join(want, ",") {
-		t.Errorf("%s: pods in %s = %v, want exactly the fixture's %v", f.name, ns, got, want)
-	}
-	rsl, err := controlPlane.Client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rsl.Items) != replicaSets {
-		var names []string
-		for _, rs := range rsl.Items {
-			names = append(names, rs.Name)
-		}
-		t.Errorf("%s: ReplicaSets %v, want only the fixture's %d", f.name, names, replicaSets)
-	}
+	catAssertExactPods(t, ns, f, len(r.replicaSets))
+	return r.out
 }
 
 // catExpectedPodGroupName states the pod-grouper's naming rule for a gang

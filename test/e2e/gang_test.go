@@ -109,7 +109,7 @@ func TestGangTwoCompeting(t *testing.T) {
 
 // Scenario 2b: 20 gangs in random order on a cluster that fits 10: never a
 // gang partly bound beyond its binds in flight (the rule is on settleWindow
-// in gang_helpers_test.go); exactly whole gangs bound, and at the end every
+// in gang_watch_test.go); exactly whole gangs bound, and at the end every
 // gang is bound whole or not at all.
 func TestGangTwentyOnRoomForTen(t *testing.T) {
 	// 5 nodes x 8 GPUs = 40 GPUs; each gang is 4 x 1 GPU: room for 10 gangs.

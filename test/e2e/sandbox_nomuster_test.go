@@ -40,49 +40,8 @@ func TestSandboxNoMuster(t *testing.T) {
 	ctx := context.Background()
 	progress := sb.progress.String()
 	t.Logf("progress:\n%s", progress)
-
-	// The kubeconfig says what it points at.
-	kc, err := clientcmd.LoadFromFile(sb.kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if kc.CurrentContext != sandboxapp.KubeconfigContext || len(kc.Contexts) != 1 {
-		t.Errorf("kubeconfig contexts %v, current %q; want only %q", slices.Collect(maps.Keys(kc.Contexts)), kc.CurrentContext, sandboxapp.KubeconfigContext)
-	}
-
-	// Neither muster component runs, and the three commands are printed.
-	schedFile := filepath.Join(filepath.Dir(sb.kubeconfig), sandboxapp.SchedulerConfigFile)
-	for _, absent := range []string{"muster-scheduler running", "pod-grouper running", "operator"} {
-		if strings.Contains(progress, absent) {
-			t.Errorf("progress says %q with --no-muster --no-examples", absent)
-		}
-	}
-	for _, want := range []string{
-		"go run ./cmd/muster-podgrouper --kubeconfig " + sb.kubeconfig,
-		"go run ./cmd/muster-scheduler --config " + schedFile,
-		"kubectl --kubeconfig " + sb.kubeconfig + " apply -n default -f examples/",
-	} {
-		if !strings.Contains(progress, want) {
-			t.Errorf("progress lacks the command %q", want)
-		}
-	}
-	if _, err := sb.kube.CoordinationV1().Leases("kube-system").Get(ctx, "muster-podgrouper", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("pod-grouper lease with --no-muster: want NotFound, got %v", err)
-	}
-
-	// The scheduler configuration is the shipped profile, pointed at the
-	// sandbox.
-	data, err := os.ReadFile(schedFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sc configv1.KubeSchedulerConfiguration
-	if err := yaml.UnmarshalStrict(data, &sc); err != nil {
-		t.Fatalf("%s: %v", schedFile, err)
-	}
-	if sc.ClientConnection.Kubeconfig != sb.kubeconfig || len(sc.Profiles) != 1 || *sc.Profiles[0].SchedulerName != sandboxapp.SchedulerName {
-		t.Errorf("%s: kubeconfig %q, profiles %d; want %s and one profile %s", schedFile, sc.ClientConnection.Kubeconfig, len(sc.Profiles), sb.kubeconfig, sandboxapp.SchedulerName)
-	}
+	schedFile := noMusterCheckPrinted(ctx, t, sb, progress)
+	data := noMusterSchedulerConfig(t, sb, schedFile)
 
 	// A gang of two 4-GPU pods for muster-scheduler: nothing groups or
 	// schedules it.
@@ -98,19 +57,8 @@ func TestSandboxNoMuster(t *testing.T) {
 	if _, err := sb.kube.BatchV1().Jobs("default").Create(ctx, job, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	sel := batchv1.JobNameLabel + "=pair"
 	podsState := func(ok func(pods []corev1.Pod) bool) func(context.Context) (bool, string, error) {
-		return func(ctx context.Context) (bool, string, error) {
-			list, err := sb.kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: sel})
-			if err != nil {
-				return false, "", err
-			}
-			var seen []string
-			for _, p := range list.Items {
-				seen = append(seen, fmt.Sprintf("%s node=%q group=%q", p.Name, p.Spec.NodeName, p.Labels[api.LabelPodGroup]))
-			}
-			return ok(list.Items), strings.Join(seen, "; "), nil
-		}
+		return noMusterPodsState(sb, batchv1.JobNameLabel+"=pair", ok)
 	}
 	waitFor(t, sandboxWait, "the Job's 2 pods", podsState(func(pods []corev1.Pod) bool { return len(pods) == 2 }))
 	holdsFor(t, 3*time.Second, "no pod grouped or bound without muster", podsState(func(pods []corev1.Pod) bool {
@@ -122,37 +70,7 @@ func TestSandboxNoMuster(t *testing.T) {
 		return true
 	}))
 
-	// The developer's own pod-grouper and muster-scheduler, on the printed
-	// arguments. The pod-grouper is its command's flags and Run (not the
-	// cobra command: that applies its logging settings to the whole test
-	// process). The scheduler is kube-scheduler's app path with muster's
-	// plugins on the written configuration, through the harness, whose
-	// control plane only hosts it (its temp dir and logs): the
-	// configuration's kubeconfig points it at the sandbox. (kube-scheduler's
-	// own command stops only on a signal, so it cannot run in a test.)
-	runCtx, cancel := context.WithCancel(ctx)
-	o := podgrouperapp.NewOptions()
-	fs := pflag.NewFlagSet("muster-podgrouper", pflag.ContinueOnError)
-	o.AddFlags(fs)
-	if err := fs.Parse([]string{"--kubeconfig", sb.kubeconfig, "--bind-address=127.0.0.1:0"}); err != nil {
-		t.Fatal(err)
-	}
-	pgDone := make(chan error, 1)
-	go func() { pgDone <- podgrouperapp.Run(runCtx, o) }()
-	stopSched, err := localcluster.StartSchedulerApp(runCtx, controlPlane, data, schedulerapp.Plugins()...)
-	if err != nil {
-		cancel()
-		<-pgDone
-		t.Fatalf("muster-scheduler on %s: %v", schedFile, err)
-	}
-	stopOwn := sync.OnceFunc(func() {
-		stopSched()
-		cancel()
-		if err := <-pgDone; err != nil {
-			t.Errorf("pod-grouper: %v", err)
-		}
-	})
-	t.Cleanup(stopOwn)
+	stopOwn := startOwnMuster(ctx, t, sb, data, schedFile)
 	waitFor(t, sandboxWait, "the gang grouped and bound by the developer's builds", podsState(func(pods []corev1.Pod) bool {
 		for _, p := range pods {
 			if p.Spec.NodeName == "" || p.Labels[api.LabelPodGroup] != "pair" {
@@ -171,6 +89,111 @@ func TestSandboxNoMuster(t *testing.T) {
 			t.Errorf("%s left behind (%v)", f, err)
 		}
 	}
+}
+
+// noMusterCheckPrinted checks what a --no-muster sandbox says and runs,
+// and returns the scheduler configuration file it wrote.
+func noMusterCheckPrinted(ctx context.Context, t *testing.T, sb *runningSandbox, progress string) (schedFile string) {
+	// The kubeconfig says what it points at.
+	kc, err := clientcmd.LoadFromFile(sb.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kc.CurrentContext != sandboxapp.KubeconfigContext || len(kc.Contexts) != 1 {
+		t.Errorf("kubeconfig contexts %v, current %q; want only %q", slices.Collect(maps.Keys(kc.Contexts)), kc.CurrentContext, sandboxapp.KubeconfigContext)
+	}
+
+	// Neither muster component runs, and the three commands are printed.
+	schedFile = filepath.Join(filepath.Dir(sb.kubeconfig), sandboxapp.SchedulerConfigFile)
+	for _, absent := range []string{"muster-scheduler running", "pod-grouper running", "operator"} {
+		if strings.Contains(progress, absent) {
+			t.Errorf("progress says %q with --no-muster --no-examples", absent)
+		}
+	}
+	for _, want := range []string{
+		"go run ./cmd/muster-podgrouper --kubeconfig " + sb.kubeconfig,
+		"go run ./cmd/muster-scheduler --config " + schedFile,
+		"kubectl --kubeconfig " + sb.kubeconfig + " apply -n default -f examples/",
+	} {
+		if !strings.Contains(progress, want) {
+			t.Errorf("progress lacks the command %q", want)
+		}
+	}
+	if _, err := sb.kube.CoordinationV1().Leases("kube-system").Get(ctx, "muster-podgrouper", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("pod-grouper lease with --no-muster: want NotFound, got %v", err)
+	}
+	return schedFile
+}
+
+// noMusterSchedulerConfig reads schedFile and checks that it is the
+// shipped profile, pointed at the sandbox.
+func noMusterSchedulerConfig(t *testing.T, sb *runningSandbox, schedFile string) []byte {
+	data, err := os.ReadFile(schedFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sc configv1.KubeSchedulerConfiguration
+	if err := yaml.UnmarshalStrict(data, &sc); err != nil {
+		t.Fatalf("%s: %v", schedFile, err)
+	}
+	if sc.ClientConnection.Kubeconfig != sb.kubeconfig || len(sc.Profiles) != 1 || *sc.Profiles[0].SchedulerName != sandboxapp.SchedulerName {
+		t.Errorf("%s: kubeconfig %q, profiles %d; want %s and one profile %s", schedFile, sc.ClientConnection.Kubeconfig, len(sc.Profiles), sb.kubeconfig, sandboxapp.SchedulerName)
+	}
+	return data
+}
+
+// noMusterPodsState is a condition on the sandbox's default pods matching
+// sel: ok of them, and their nodes and PodGroup labels.
+func noMusterPodsState(sb *runningSandbox, sel string, ok func(pods []corev1.Pod) bool) func(context.Context) (bool, string, error) {
+	return func(ctx context.Context) (bool, string, error) {
+		list, err := sb.kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return false, "", err
+		}
+		var seen []string
+		for _, p := range list.Items {
+			seen = append(seen, fmt.Sprintf("%s node=%q group=%q", p.Name, p.Spec.NodeName, p.Labels[api.LabelPodGroup]))
+		}
+		return ok(list.Items), strings.Join(seen, "; "), nil
+	}
+}
+
+// startOwnMuster runs the developer's own pod-grouper and muster-scheduler
+// against the sandbox, on the printed arguments; stop (also a cleanup)
+// stops both.
+// The pod-grouper is its command's flags and Run (not the
+// cobra command: that applies its logging settings to the whole test
+// process). The scheduler is kube-scheduler's app path with muster's
+// plugins on the written configuration (data, from schedFile), through the
+// harness, whose control plane only hosts it (its temp dir and logs): the
+// configuration's kubeconfig points it at the sandbox. (kube-scheduler's
+// own command stops only on a signal, so it cannot run in a test.)
+func startOwnMuster(ctx context.Context, t *testing.T, sb *runningSandbox, data []byte, schedFile string) (stop func()) {
+	runCtx, cancel := context.WithCancel(ctx)
+	o := podgrouperapp.NewOptions()
+	fs := pflag.NewFlagSet("muster-podgrouper", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse([]string{"--kubeconfig", sb.kubeconfig, "--bind-address=127.0.0.1:0"}); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	pgDone := make(chan error, 1)
+	go func() { pgDone <- podgrouperapp.Run(runCtx, o) }()
+	stopSched, err := localcluster.StartSchedulerApp(runCtx, controlPlane, data, schedulerapp.Plugins()...)
+	if err != nil {
+		cancel()
+		<-pgDone
+		t.Fatalf("muster-scheduler on %s: %v", schedFile, err)
+	}
+	stopOwn := sync.OnceFunc(func() {
+		stopSched()
+		cancel()
+		if err := <-pgDone; err != nil {
+			t.Errorf("pod-grouper: %v", err)
+		}
+	})
+	t.Cleanup(stopOwn)
+	return stopOwn
 }
 
 // sandboxWait bounds one step of the no-muster sandbox test: a pod-grouper
