@@ -56,6 +56,18 @@ func TestMinMemberRules(t *testing.T) {
 		// AtStartup: the launcher is created with the workers and counts.
 		{"mpijob AtStartup", "mpijob", `{"spec":{"launcherCreationPolicy":"AtStartup"}}`, "mpijob:1x3"},
 		{"mpijob minAvailable with WaitForWorkersReady", "mpijob", `{"spec":{"runPolicy":{"schedulingPolicy":{"minAvailable":1}}}}`, "mpijob:1x1"},
+		// TFJob: chief 1 + ps 1 + worker 2 + evaluator 1. minAvailable 3:
+		// chief, ps, one worker; the evaluator goes first.
+		{"tfjob as written", "tfjob", `{}`, "tfjob:1x5"},
+		{"tfjob minAvailable", "tfjob", `{"spec":{"runPolicy":{"schedulingPolicy":{"minAvailable":3}}}}`, "tfjob:1x3"},
+		// Above the pods the job has: capped (KAI takes 9 as it is).
+		{"tfjob minAvailable above the pods", "tfjob", `{"spec":{"runPolicy":{"schedulingPolicy":{"minAvailable":9}}}}`, "tfjob:1x5"},
+		// No replicas: the operator's default of 1 (KAI refuses the job).
+		{"tfjob replicas left to the operator", "tfjob", `{"spec":{"tfReplicaSpecs":{"Worker":{"replicas":null}}}}`, "tfjob:1x4"},
+		{"xgboostjob minAvailable", "xgboostjob", `{"spec":{"runPolicy":{"schedulingPolicy":{"minAvailable":2}}}}`, "xgboostjob:1x2"},
+		{"jaxjob minAvailable", "jaxjob", `{"spec":{"runPolicy":{"schedulingPolicy":{"minAvailable":3}}}}`, "jaxjob:1x3"},
+		// Parameter-server mode: 2 servers + 2 trainers.
+		{"paddlejob ps mode", "paddlejob", `{"spec":{"paddleReplicaSpecs":{"Master":{"replicas":2,"template":{"spec":{"containers":[{"name":"paddle"}]}}}}}}`, "paddlejob:1x4"},
 		{"trainjob numNodes", "trainjob", `{"spec":{"trainer":{"numNodes":8}}}`, "trainer:1x8"},
 		{"trainjob numNodes left to the runtime", "trainjob", `{"spec":{"trainer":{"numNodes":null}}}`, "trainer:1x1"},
 		// Autoscaling: head 1 + gpu minReplicas 1 + mh 0 x 2 + spare 0.
