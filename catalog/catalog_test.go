@@ -27,7 +27,7 @@ import (
 // Types is every workload type the catalog must define, with fixtures.
 var Types = []string{
 	"jobset", "pytorchjob", "mpijob", "trainjob", "tfjob", "xgboostjob", "jaxjob", "paddlejob",
-	"raycluster", "rayjob", "rayservice",
+	"sparkapplication", "raycluster", "rayjob", "rayservice",
 	"leaderworkerset", "podcliqueset", "dynamographdeployment",
 	"inferenceservice", "llminferenceservice", "knative-service", "nimservice", "milvus",
 	"job", "cronjob", "deployment", "statefulset", "pod",

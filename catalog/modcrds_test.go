@@ -22,10 +22,11 @@ type moduleCRD struct {
 // definition name. The versions are the ones the definitions were written
 // from.
 var moduleCRDs = map[string]moduleCRD{
-	"tfjob":      {"github.com/kubeflow/training-operator", "v1.9.4", "manifests/base/crds/kubeflow.org_tfjobs.yaml"},
-	"xgboostjob": {"github.com/kubeflow/training-operator", "v1.9.4", "manifests/base/crds/kubeflow.org_xgboostjobs.yaml"},
-	"jaxjob":     {"github.com/kubeflow/training-operator", "v1.9.4", "manifests/base/crds/kubeflow.org_jaxjobs.yaml"},
-	"paddlejob":  {"github.com/kubeflow/training-operator", "v1.9.4", "manifests/base/crds/kubeflow.org_paddlejobs.yaml"},
+	"tfjob":            {"github.com/kubeflow/training-operator", "v1.9.4", "manifests/base/crds/kubeflow.org_tfjobs.yaml"},
+	"xgboostjob":       {"github.com/kubeflow/training-operator", "v1.9.4", "manifests/base/crds/kubeflow.org_xgboostjobs.yaml"},
+	"jaxjob":           {"github.com/kubeflow/training-operator", "v1.9.4", "manifests/base/crds/kubeflow.org_jaxjobs.yaml"},
+	"paddlejob":        {"github.com/kubeflow/training-operator", "v1.9.4", "manifests/base/crds/kubeflow.org_paddlejobs.yaml"},
+	"sparkapplication": {"github.com/kubeflow/spark-operator/v2", "v2.4.0", "config/crd/bases/sparkoperator.k8s.io_sparkapplications.yaml"},
 }
 
 // goModCache is the module cache directory, or "".

@@ -68,6 +68,10 @@ func TestMinMemberRules(t *testing.T) {
 		{"jaxjob minAvailable", "jaxjob", `{"spec":{"runPolicy":{"schedulingPolicy":{"minAvailable":3}}}}`, "jaxjob:1x3"},
 		// Parameter-server mode: 2 servers + 2 trainers.
 		{"paddlejob ps mode", "paddlejob", `{"spec":{"paddleReplicaSpecs":{"Master":{"replicas":2,"template":{"spec":{"containers":[{"name":"paddle"}]}}}}}}`, "paddlejob:1x4"},
+		// Executors are never counted: not with more of them, nor with
+		// dynamic allocation.
+		{"sparkapplication more executors", "sparkapplication", `{"spec":{"executor":{"instances":16}}}`, "application:1x1"},
+		{"sparkapplication dynamic allocation", "sparkapplication", `{"spec":{"dynamicAllocation":{"enabled":true,"initialExecutors":4,"minExecutors":2,"maxExecutors":10}}}`, "application:1x1"},
 		{"trainjob numNodes", "trainjob", `{"spec":{"trainer":{"numNodes":8}}}`, "trainer:1x8"},
 		{"trainjob numNodes left to the runtime", "trainjob", `{"spec":{"trainer":{"numNodes":null}}}`, "trainer:1x1"},
 		// Autoscaling: head 1 + gpu minReplicas 1 + mh 0 x 2 + spare 0.
