@@ -22,6 +22,21 @@ or muster.io/gang: "off".
 |---|---|---|---|---|
 `
 
+// docsKAI opens the table of muster.io/kai-grouper annotations.
+const docsKAI = `
+## Against KAI Scheduler's pod-grouper
+
+KAI Scheduler's pod-grouper sizes the gangs of the kinds it knows in Go code.
+Where a definition records how (muster.io/kai-grouper), this table says
+where muster agrees and why it differs. The differences are deliberate: a
+muster gang is never larger than the pods the operator will create (a gang
+that waits for pods that never come never starts), and a count the operator
+defaults is read with the operator's default.
+
+| type | KAI's pod-grouper, and muster against it |
+|---|---|
+`
+
 // docsWrappers opens the table of wrappers.
 const docsWrappers = `
 ## Wrappers: owners without a definition
@@ -42,7 +57,8 @@ func cell(s string) string {
 }
 
 // RenderDocs renders the catalog table, one line per embedded definition in
-// name order, from the definitions' summary annotations; then the wrappers.
+// name order, from the definitions' summary annotations; then the KAI
+// comparison of the definitions that record one, and the wrappers.
 func RenderDocs() ([]byte, error) {
 	kartas, err := Embedded()
 	if err != nil {
@@ -75,6 +91,12 @@ func RenderDocs() ([]byte, error) {
 			cells[i] = cell(c)
 		}
 		fmt.Fprintf(&b, "| %s |\n", strings.Join(cells, " | "))
+	}
+	b.WriteString(docsKAI)
+	for _, k := range kartas {
+		if v := k.Annotations[AnnotationKAIGrouper]; strings.TrimSpace(v) != "" {
+			fmt.Fprintf(&b, "| %s | %s |\n", k.Name, cell(v))
+		}
 	}
 	b.WriteString(docsWrappers)
 	for _, w := range wrappers {
