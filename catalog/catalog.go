@@ -32,6 +32,10 @@ const (
 	AnnotationGangGranularity = "muster.io/gang-granularity"
 	AnnotationMinMemberRule   = "muster.io/min-member-rule"
 	AnnotationGPUSource       = "muster.io/gpu-source"
+	// AnnotationKAIGrouper, optional, says how KAI Scheduler's pod-grouper
+	// sizes the kind's gang and where and why muster differs; the docs
+	// render it in a table of its own.
+	AnnotationKAIGrouper = "muster.io/kai-grouper"
 )
 
 // SourcePrefix is prepended to an embedded file name to form Entry.Source.

@@ -26,7 +26,8 @@ import (
 
 // Types is every workload type the catalog must define, with fixtures.
 var Types = []string{
-	"jobset", "pytorchjob", "mpijob", "trainjob", "raycluster", "rayjob", "rayservice",
+	"jobset", "pytorchjob", "mpijob", "trainjob", "tfjob", "xgboostjob", "jaxjob", "paddlejob",
+	"sparkapplication", "raycluster", "rayjob", "rayservice",
 	"leaderworkerset", "podcliqueset", "dynamographdeployment",
 	"inferenceservice", "llminferenceservice", "knative-service", "nimservice", "milvus",
 	"job", "cronjob", "deployment", "statefulset", "pod",

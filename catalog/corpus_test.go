@@ -259,6 +259,13 @@ func TestDefinitionPathsInSchema(t *testing.T) {
 					t.Skipf("no CRD for %v %s in the corpus: %s", gk, rk.Version, why)
 				}
 				crd, ok := crds[gk]
+				if m, fromModule := moduleCRDs[k.Name]; !ok && fromModule {
+					var why string
+					if crd, why = loadModuleCRD(t, m, gk); crd == nil {
+						t.Skipf("no CRD for %v in the corpus, and %s", gk, why)
+					}
+					ok = true
+				}
 				if !ok {
 					t.Fatalf("no CRD for %v in the corpus", gk)
 				}
@@ -401,19 +408,28 @@ func loadCRDs(t *testing.T, corpus string) map[schema.GroupKind]*apiextensionsv1
 	sort.Strings(files)
 	out := map[schema.GroupKind]*apiextensionsv1.CustomResourceDefinition{}
 	for _, f := range files {
-		for _, doc := range readDocs(t, f) {
-			data, err := yaml.Marshal(doc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			crd := &apiextensionsv1.CustomResourceDefinition{}
-			if err := yaml.Unmarshal(data, crd); err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			if crd.Kind != "CustomResourceDefinition" {
-				continue
-			}
+		for _, crd := range crdsInFile(t, f) {
 			out[schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}] = crd
+		}
+	}
+	return out
+}
+
+// crdsInFile decodes the CRDs of a YAML file, skipping other documents.
+func crdsInFile(t *testing.T, file string) []*apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for _, doc := range readDocs(t, file) {
+		data, err := yaml.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.Unmarshal(data, crd); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if crd.Kind == "CustomResourceDefinition" {
+			out = append(out, crd)
 		}
 	}
 	return out

@@ -43,6 +43,15 @@ func embedded(t *testing.T) []*kartav1alpha1.Karta {
 	return defs
 }
 
+func embeddedWrappers(t *testing.T) []Wrapper {
+	t.Helper()
+	ws, err := catalog.Wrappers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return CatalogWrappers(ws)
+}
+
 func readRule(gr schema.GroupResource) rbacv1.PolicyRule {
 	return rbacv1.PolicyRule{APIGroups: []string{gr.Group}, Resources: []string{gr.Resource}, Verbs: ReadVerbs}
 }
@@ -53,9 +62,20 @@ func readRule(gr schema.GroupResource) rbacv1.PolicyRule {
 // not.
 func TestEveryCatalogKindReadable(t *testing.T) {
 	defs := embedded(t)
-	role, _, err := CatalogReadRole(defs)
+	ws := embeddedWrappers(t)
+	role, _, err := CatalogReadRole(defs, ws...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The wrappers too: the owner walk reads them to pass over them.
+	for _, w := range ws {
+		gr := schema.GroupResource{Group: w.GVK.Group, Resource: Plural(w.GVK.GroupKind())}
+		if covered, missing := validation.Covers(role.Rules, []rbacv1.PolicyRule{readRule(gr)}); !covered {
+			t.Errorf("wrapper %s: %s is not readable under %s: missing %v", w.Name, gr, CatalogReadRoleName, missing)
+		}
+	}
+	if len(ws) == 0 {
+		t.Error("the catalog has no wrappers; this check checks nothing")
 	}
 	checked := 0
 	for _, d := range defs {
@@ -95,7 +115,7 @@ func TestEveryCatalogKindReadable(t *testing.T) {
 // TestRoleIsReadOnly: the generated role never grants a verb beyond
 // get/list/watch, a wildcard or a subresource.
 func TestRoleIsReadOnly(t *testing.T) {
-	role, _, err := CatalogReadRole(embedded(t))
+	role, _, err := CatalogReadRole(embedded(t), embeddedWrappers(t)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +142,10 @@ func TestRoleIsReadOnly(t *testing.T) {
 	}
 	// A missed kind would be caught above; an extra one here: the role may
 	// name only resources of catalog kinds.
-	kinds, _ := Kinds(embedded(t))
+	kinds, err := Kinds(embedded(t), embeddedWrappers(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	known := map[schema.GroupResource]bool{}
 	for _, k := range kinds {
 		known[k.Resource.GroupResource()] = true
@@ -140,7 +163,7 @@ func TestRoleIsReadOnly(t *testing.T) {
 // was not run.
 func TestGeneratedFilesUpToDate(t *testing.T) {
 	defs := embedded(t)
-	role, kinds, err := CatalogReadRole(defs)
+	role, kinds, err := CatalogReadRole(defs, embeddedWrappers(t)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,8 +91,7 @@ func catMultiVersionCRDs(root string) ([]*apiextensionsv1.CustomResourceDefiniti
 	storage := map[schema.GroupKind]string{}
 	versions := map[schema.GroupKind]map[string]bool{}
 	custom := func(gk schema.GroupKind) bool {
-		return gk.Group != "" && gk.Group != "apps" && gk.Group != "batch" && !catOperatorGroups[gk.Group] &&
-			!(strings.HasSuffix(gk.Group, ".k8s.io") && !strings.Contains(gk.Group, "x-k8s.io"))
+		return !pgrBuiltinGroup(gk.Group) && !catOperatorGroups[gk.Group]
 	}
 	note := func(gvk schema.GroupVersionKind, stored bool) {
 		gk := gvk.GroupKind()
@@ -133,7 +132,7 @@ func catMultiVersionCRDs(root string) ([]*apiextensionsv1.CustomResourceDefiniti
 		if len(vs) < 2 || !ok {
 			continue
 		}
-		crd := localcluster.PermissiveCRD(gk.Group, stored, gk.Kind, strings.ToLower(gk.Kind)+"s", apiextensionsv1.NamespaceScoped)
+		crd := pgrApproved(localcluster.PermissiveCRD(gk.Group, stored, gk.Kind, strings.ToLower(gk.Kind)+"s", apiextensionsv1.NamespaceScoped))
 		var names []string
 		for v := range vs {
 			if v != stored {

@@ -102,16 +102,41 @@ func pgrFixtureKinds(root string) ([]*apiextensionsv1.CustomResourceDefinition, 
 			}
 			for _, d := range docs {
 				gvk := d.GroupVersionKind()
-				if gvk.Group == "" || strings.HasSuffix(gvk.Group, ".k8s.io") && !strings.Contains(gvk.Group, "x-k8s.io") || gvk.Group == "apps" || gvk.Group == "batch" || seen[gvk] {
+				if pgrBuiltinGroup(gvk.Group) || seen[gvk] {
 					continue
 				}
 				seen[gvk] = true
 				plural := strings.ToLower(gvk.Kind) + "s"
-				out = append(out, localcluster.PermissiveCRD(gvk.Group, gvk.Version, gvk.Kind, plural, apiextensionsv1.NamespaceScoped))
+				out = append(out, pgrApproved(localcluster.PermissiveCRD(gvk.Group, gvk.Version, gvk.Kind, plural, apiextensionsv1.NamespaceScoped)))
 			}
 		}
 	}
 	return out, nil
+}
+
+// pgrCRDGroupsUnderK8sIO are CRD groups of operators that predate the
+// x-k8s.io convention and sit under k8s.io, which otherwise holds the
+// kube-apiserver's own groups.
+var pgrCRDGroupsUnderK8sIO = map[string]bool{"sparkoperator.k8s.io": true}
+
+// pgrBuiltinGroup tells whether the kube-apiserver serves group itself, so
+// a fixture of that group needs no CRD.
+func pgrBuiltinGroup(group string) bool {
+	return group == "" || group == "apps" || group == "batch" ||
+		strings.HasSuffix(group, ".k8s.io") && !strings.Contains(group, "x-k8s.io") && !pgrCRDGroupsUnderK8sIO[group]
+}
+
+// pgrApproved marks a CRD of a protected group (*.k8s.io) the way the
+// apiserver requires (the operators' real CRDs carry the same annotation
+// with the link to their approval).
+func pgrApproved(crd *apiextensionsv1.CustomResourceDefinition) *apiextensionsv1.CustomResourceDefinition {
+	if strings.HasSuffix(crd.Spec.Group, ".k8s.io") {
+		if crd.Annotations == nil {
+			crd.Annotations = map[string]string{}
+		}
+		crd.Annotations["api-approved.kubernetes.io"] = "unapproved, a permissive copy for tests"
+	}
+	return crd
 }
 
 func pgrReadDocs(path string) ([]*unstructured.Unstructured, error) {

@@ -38,7 +38,11 @@ func run(check bool, paths []string) error {
 	if err != nil {
 		return err
 	}
-	role, kinds, err := rbacgen.CatalogReadRole(defs)
+	ws, err := catalog.Wrappers()
+	if err != nil {
+		return err
+	}
+	role, kinds, err := rbacgen.CatalogReadRole(defs, rbacgen.CatalogWrappers(ws)...)
 	if err != nil {
 		return err
 	}
