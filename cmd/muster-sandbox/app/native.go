@@ -63,15 +63,20 @@ func NativeWebhook(port int) *admissionregistrationv1.MutatingWebhookConfigurati
 // NativePodGrouper starts the pod-grouper in native mode with its webhook
 // on the loopback port, its certificate self-managed (in
 // NativeSystemNamespace, for 127.0.0.1), as the shipped native install
-// runs it. stop stops it (the webhook goes down with it); the control
-// plane's Stop calls it too.
-func NativePodGrouper(ctx context.Context, cp *localcluster.ControlPlane, port int) (stop func(), err error) {
+// runs it. tweak, when set, changes the options after that (the e2e tests
+// give each test its own scheduler names, Secret and configuration). stop
+// stops it (the webhook goes down with it); the control plane's Stop calls
+// it too.
+func NativePodGrouper(ctx context.Context, cp *localcluster.ControlPlane, port int, tweak func(*podgrouperapp.Options)) (stop func(), err error) {
 	return startPodGrouper(ctx, cp, func(o *podgrouperapp.Options) {
 		o.PodGroupAPI = podgrouperapp.PodGroupAPINative
 		o.WebhookBindAddress = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		o.WebhookSecret = NativeSystemNamespace + "/muster-podgrouper-webhook-tls"
 		o.WebhookConfiguration = NativeWebhookConfiguration
 		o.WebhookDNSNames = []string{"127.0.0.1"}
+		if tweak != nil {
+			tweak(o)
+		}
 	})
 }
 
@@ -96,7 +101,7 @@ func StartNative(ctx context.Context, cp *localcluster.ControlPlane) (port int, 
 			fmt.Fprintf(cp.LogOutput(), "deleting webhook configuration %s: %v\n", NativeWebhookConfiguration, err)
 		}
 	})
-	if stopGrouper, err = NativePodGrouper(ctx, cp, port); err != nil {
+	if stopGrouper, err = NativePodGrouper(ctx, cp, port, nil); err != nil {
 		return 0, nil, fmt.Errorf("pod-grouper: %w", err)
 	}
 	if _, err := localcluster.StartScheduler(ctx, cp, localcluster.SchedulerOptions{}); err != nil {
