@@ -33,7 +33,7 @@ type nativeRig struct {
 	native      []string // native-only scheduler names
 }
 
-func newNativeRig(t *testing.T, ns string, schedulers, native []string) *nativeRig {
+func newNativeRig(t testing.TB, ns string, schedulers, native []string) *nativeRig {
 	t.Helper()
 	port, err := localcluster.FreePort()
 	if err != nil {
@@ -47,7 +47,7 @@ func newNativeRig(t *testing.T, ns string, schedulers, native []string) *nativeR
 
 // configure creates the test's webhook configuration (deleted when t
 // ends). From then on every pod create in the namespace needs the webhook.
-func (r *nativeRig) configure(t *testing.T) {
+func (r *nativeRig) configure(t testing.TB) {
 	t.Helper()
 	mwc := sandboxapp.NativeWebhook(r.port)
 	mwc.Name = r.webhook
@@ -65,7 +65,7 @@ func (r *nativeRig) configure(t *testing.T) {
 
 // start runs the pod-grouper in native mode (or, with native false, in
 // scheduler-plugins mode with the webhook off); stop stops it.
-func (r *nativeRig) start(t *testing.T, native bool) (stop func()) {
+func (r *nativeRig) start(t testing.TB, native bool) (stop func()) {
 	t.Helper()
 	if err := createNamespaceIfMissing(sandboxapp.NativeSystemNamespace); err != nil {
 		t.Fatal(err)
@@ -92,7 +92,7 @@ func (r *nativeRig) start(t *testing.T, native bool) (stop func()) {
 
 // waitWebhook waits until the API server calls the webhook with the CA the
 // pod-grouper injected: a dry-run pod create comes back joined.
-func (r *nativeRig) waitWebhook(t *testing.T) {
+func (r *nativeRig) waitWebhook(t testing.TB) {
 	t.Helper()
 	err := localcluster.WaitFor(context.Background(), time.Minute, "the webhook answers", func(ctx context.Context) (bool, string, error) {
 		_, err := controlPlane.Client.CoreV1().Pods(r.ns).Create(ctx, &corev1.Pod{
