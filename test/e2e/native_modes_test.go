@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -356,4 +357,92 @@ func nativeGroupsOf(t *testing.T, ns string, uid types.UID) int {
 		t.Fatal(err)
 	}
 	return len(list.Items)
+}
+
+// TestNativeClusterKartaKind: a kind no catalog knows, defined by a cluster
+// Karta, is gang-scheduled by the default scheduler in native mode: its
+// pods are joined at creation to a native PodGroup of the definition's
+// size and bound whole, and a run too big for the nodes binds nothing.
+func TestNativeClusterKartaKind(t *testing.T) {
+	ctx := context.Background()
+	ns := testNamespace(t, "native-karta-")
+	gpuPool(t, ns, 2, 4)
+	sched := "default-" + ns
+	stopSched, err := localcluster.StartScheduler(ctx, controlPlane, localcluster.SchedulerOptions{Config: localcluster.DefaultProfile(sched)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stopSched)
+	rig := newNativeRig(t, ns, []string{"unused-" + ns}, []string{sched})
+	rig.configure(t)
+	rig.start(t, true)
+	pgrApplyKarta(t, pgrTrainingRunKarta)
+	// Valid is written after the definitions are in use: from then on the
+	// webhook knows the kind.
+	pgrWaitKartaValid(t, "pgr-e2e-trainingrun", "True", "")
+
+	run := func(name string, workers int, gpus int64) types.UID {
+		t.Helper()
+		spec := nativeJob(name, ns, sched, 1).Spec.Template.Spec
+		spec.RestartPolicy = corev1.RestartPolicyAlways
+		spec.Containers[0].Resources.Limits["nvidia.com/gpu"] = *resource.NewQuantity(gpus, resource.DecimalSI)
+		obj, err := controlPlane.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "acme.example.com/v1", "kind": "TrainingRun",
+			"metadata": map[string]any{"name": name},
+			"spec":     map[string]any{"workers": workers, "template": map[string]any{"spec": pgrToMap(t, spec)}},
+		}}, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range workers {
+			p := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-worker-%d", name, i),
+					Labels:          map[string]string{"acme.example.com/role": "worker", "run": name, "gang": name},
+					OwnerReferences: []metav1.OwnerReference{pgrControllerRef(obj)}},
+				Spec: spec,
+			}
+			if _, err := controlPlane.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return obj.GetUID()
+	}
+
+	uid := run("run1", 3, 1)
+	want := nativeGroupName(t, ns, uid)
+	pg, err := controlPlane.Client.SchedulingV1beta1().PodGroups(ns).Get(ctx, want, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := pg.Spec.SchedulingPolicy.Gang; g == nil || g.MinCount != 3 || pg.Labels[api.LabelDefinition] != "pgr-e2e-trainingrun" {
+		t.Errorf("native PodGroup %s: policy %+v, labels %v; want a gang of 3 of definition pgr-e2e-trainingrun", want, pg.Spec.SchedulingPolicy, pg.Labels)
+	}
+	pods, err := controlPlane.WaitPodsBound(ctx, ns, "run=run1", 3, 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		if g := p.Spec.SchedulingGroup; g == nil || *g.PodGroupName != want {
+			t.Errorf("pod %s: schedulingGroup %+v, want %s", p.Name, g, want)
+		}
+	}
+
+	// 5 GPUs left on nodes of 4: a run of 3 × 3 GPUs must bind none.
+	big := nativeGroupName(t, ns, run("run2", 3, 3))
+	noneBound(t, ns, "run2", 5*time.Second)
+	err = localcluster.WaitFor(ctx, time.Minute, "the scheduler's verdict on "+big, func(ctx context.Context) (bool, string, error) {
+		pg, err := controlPlane.Client.SchedulingV1beta1().PodGroups(ns).Get(ctx, big, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		for _, c := range pg.Status.Conditions {
+			if c.Type == "PodGroupInitiallyScheduled" && c.Status == metav1.ConditionFalse {
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprintf("%+v", pg.Status.Conditions), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
