@@ -446,3 +446,61 @@ func TestNativeClusterKartaKind(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestNativeRacingGangsNeverBothPartlyBound: two gangs created at once that
+// each need every GPU of the pool. Sampled all along, never are both partly
+// bound at the same moment; one ends bound whole and the other holds none.
+func TestNativeRacingGangsNeverBothPartlyBound(t *testing.T) {
+	ctx := context.Background()
+	ns := testNamespace(t, "native-race-")
+	gpuPool(t, ns, 2, 4)
+	sched := "default-" + ns
+	stopSched, err := localcluster.StartScheduler(ctx, controlPlane, localcluster.SchedulerOptions{Config: localcluster.DefaultProfile(sched)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stopSched)
+	rig := newNativeRig(t, ns, []string{"unused-" + ns}, []string{sched})
+	rig.configure(t)
+	rig.start(t, true)
+
+	var bothPartly []string
+	var mu sync.Mutex
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for sampleCtx.Err() == nil {
+			bound, _, err := boundByGang(sampleCtx, ns)
+			if err == nil && bound["a"] > 0 && bound["a"] < 8 && bound["b"] > 0 && bound["b"] < 8 {
+				mu.Lock()
+				bothPartly = append(bothPartly, fmt.Sprintf("a %d, b %d", bound["a"], bound["b"]))
+				mu.Unlock()
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	for _, name := range []string{"a", "b"} {
+		job := nativeJob(name, ns, sched, 8)
+		job.Spec.Template.Labels["gang"] = name
+		if _, err := controlPlane.Client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = localcluster.WaitFor(ctx, 2*time.Minute, "one gang bound whole", gangsBound(ns, func(bound, _ map[string]int) bool {
+		return bound["a"] == 8 || bound["b"] == 8
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// And it stays so: the other never gets a member while the first holds
+	// every GPU.
+	holdsFor(t, 3*time.Second, "one gang whole, the other unbound", gangsBound(ns, func(bound, _ map[string]int) bool {
+		return bound["a"]+bound["b"] == 8 && (bound["a"] == 0 || bound["b"] == 0)
+	}))
+	stopSampling()
+	<-sampled
+	if len(bothPartly) > 0 {
+		t.Errorf("both gangs partly bound at once, %d samples, first: %s", len(bothPartly), bothPartly[0])
+	}
+}
