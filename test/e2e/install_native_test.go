@@ -112,7 +112,7 @@ func installNativeRBAC(t *testing.T, cp *localcluster.ControlPlane) {
 		{podgrouperSA, ra{Verb: "create", Resource: "secrets", Namespace: sys}, true},
 		{podgrouperSA, ra{Verb: "get", Resource: "secrets", Namespace: sys, Name: "muster-podgrouper-webhook-tls"}, true},
 		{podgrouperSA, ra{Verb: "update", Resource: "secrets", Namespace: sys, Name: "muster-podgrouper-webhook-tls"}, true},
-		{podgrouperSA, ra{Verb: "delete", Resource: "secrets", Namespace: sys, Name: "muster-podgrouper-webhook-tls"}, false},
+		{podgrouperSA, ra{Verb: "delete", Resource: "secrets", Namespace: sys, Name: "muster-podgrouper-webhook-tls"}, true}, // recreated when its type is wrong (webhookcert)
 		{podgrouperSA, ra{Verb: "get", Resource: "secrets", Namespace: sys, Name: "muster-podgrouper-token"}, false},
 		{podgrouperSA, ra{Verb: "list", Resource: "secrets", Namespace: sys}, false},
 		{podgrouperSA, ra{Verb: "create", Resource: "secrets", Namespace: "team-a"}, false},
