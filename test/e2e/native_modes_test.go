@@ -185,6 +185,25 @@ func (s *ungroupedSampler) ungrouped() map[string]bool {
 	return out
 }
 
+// defaultSchedulerRig gives a native test its namespace, a pool of 2 nodes
+// of gpus GPUs, a default-plugins kube-scheduler of its own (default-<ns>),
+// and the rig whose pod-grouper joins that scheduler's pods, its webhook
+// configured (the pod-grouper is the caller's to start).
+func defaultSchedulerRig(t *testing.T, prefix string, gpus int) (ns, sched string, rig *nativeRig) {
+	t.Helper()
+	ns = testNamespace(t, prefix)
+	gpuPool(t, ns, 2, gpus)
+	sched = "default-" + ns
+	stopSched, err := localcluster.StartScheduler(context.Background(), controlPlane, localcluster.SchedulerOptions{Config: localcluster.DefaultProfile(sched)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stopSched)
+	rig = newNativeRig(t, ns, []string{"unused-" + ns}, []string{sched})
+	rig.configure(t)
+	return ns, sched, rig
+}
+
 // TestNativeWebhookDownCreatesNoUngroupedPod: with the webhook configured
 // and its pod-grouper down, the Job controller's pod creates are refused
 // (failurePolicy Fail) — over the whole period no pod of the gang exists
@@ -192,16 +211,7 @@ func (s *ungroupedSampler) ungrouped() map[string]bool {
 // controller's retry creates every pod joined to the native PodGroup, which
 // the default scheduler binds whole.
 func TestNativeWebhookDownCreatesNoUngroupedPod(t *testing.T) {
-	ns := testNamespace(t, "native-down-")
-	gpuPool(t, ns, 2, 2)
-	sched := "default-" + ns
-	stopSched, err := localcluster.StartScheduler(context.Background(), controlPlane, localcluster.SchedulerOptions{Config: localcluster.DefaultProfile(sched)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stopSched)
-	rig := newNativeRig(t, ns, []string{"unused-" + ns}, []string{sched})
-	rig.configure(t)
+	ns, sched, rig := defaultSchedulerRig(t, "native-down-", 2)
 	sampler := sampleUngrouped(t, ns, "job=train")
 	ctx := context.Background()
 	job, err := controlPlane.Client.BatchV1().Jobs(ns).Create(ctx, nativeJob("train", ns, sched, 3), metav1.CreateOptions{})
@@ -365,16 +375,7 @@ func nativeGroupsOf(t *testing.T, ns string, uid types.UID) int {
 // size and bound whole, and a run too big for the nodes binds nothing.
 func TestNativeClusterKartaKind(t *testing.T) {
 	ctx := context.Background()
-	ns := testNamespace(t, "native-karta-")
-	gpuPool(t, ns, 2, 4)
-	sched := "default-" + ns
-	stopSched, err := localcluster.StartScheduler(ctx, controlPlane, localcluster.SchedulerOptions{Config: localcluster.DefaultProfile(sched)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stopSched)
-	rig := newNativeRig(t, ns, []string{"unused-" + ns}, []string{sched})
-	rig.configure(t)
+	ns, sched, rig := defaultSchedulerRig(t, "native-karta-", 4)
 	rig.start(t, true)
 	pgrApplyKarta(t, pgrTrainingRunKarta)
 	// Valid is written after the definitions are in use: from then on the
@@ -452,16 +453,7 @@ func TestNativeClusterKartaKind(t *testing.T) {
 // bound at the same moment; one ends bound whole and the other holds none.
 func TestNativeRacingGangsNeverBothPartlyBound(t *testing.T) {
 	ctx := context.Background()
-	ns := testNamespace(t, "native-race-")
-	gpuPool(t, ns, 2, 4)
-	sched := "default-" + ns
-	stopSched, err := localcluster.StartScheduler(ctx, controlPlane, localcluster.SchedulerOptions{Config: localcluster.DefaultProfile(sched)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stopSched)
-	rig := newNativeRig(t, ns, []string{"unused-" + ns}, []string{sched})
-	rig.configure(t)
+	ns, sched, rig := defaultSchedulerRig(t, "native-race-", 4)
 	rig.start(t, true)
 
 	var bothPartly []string
@@ -487,7 +479,7 @@ func TestNativeRacingGangsNeverBothPartlyBound(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	err = localcluster.WaitFor(ctx, 2*time.Minute, "one gang bound whole", gangsBound(ns, func(bound, _ map[string]int) bool {
+	err := localcluster.WaitFor(ctx, 2*time.Minute, "one gang bound whole", gangsBound(ns, func(bound, _ map[string]int) bool {
 		return bound["a"] == 8 || bound["b"] == 8
 	}))
 	if err != nil {
