@@ -160,7 +160,7 @@ func addStatus(ctx context.Context, d *Description, in describeInput) {
 		d.Warnings = append(d.Warnings, fmt.Sprintf("status: %v", err))
 		d.Phases = []string{string(kartav1alpha1.StatusUndefined)}
 	} else {
-		for _, s := range st.Statuses {
+		for _, s := range st.ByPrecedence() {
 			d.Phases = append(d.Phases, string(s))
 		}
 		d.Phase = st.Phase

@@ -269,7 +269,7 @@ func workloadRow(ctx context.Context, obj *unstructured.Unstructured, ent *catal
 	}
 	cp := ent.Compiled
 	if st, err := cp.Status(ctx, obj); err == nil {
-		for _, s := range st.Statuses {
+		for _, s := range st.ByPrecedence() {
 			r.Phases = append(r.Phases, string(s))
 		}
 	}

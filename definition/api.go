@@ -2,6 +2,7 @@ package definition
 
 import (
 	"errors"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -78,10 +79,36 @@ type Instance struct {
 type Status struct {
 	Phase      string
 	Conditions []Condition
-	// Statuses matched, in Workload Map's evaluation order (Resuming,
-	// Suspending, Suspended, Running, Failed, Completed, Initializing,
-	// Degraded), so the first is the primary phase; [Undefined] when none.
+	// Statuses matched, in Workload Map's order (Initializing, Running,
+	// Completed, Failed, Degraded, Suspended, Suspending, Resuming);
+	// [Undefined] when none. Primary says which one the workload is in.
 	Statuses []kartav1alpha1.ResourceStatus
+}
+
+// Primary is the phase the workload is in when several match: a
+// transition (Resuming, Suspending) first, then Suspended, Running, Failed,
+// Completed, Initializing and Degraded; Undefined when none matched.
+func (s *Status) Primary() kartav1alpha1.ResourceStatus {
+	for _, p := range primaryOrder {
+		if slices.Contains(s.Statuses, p) {
+			return p
+		}
+	}
+	return kartav1alpha1.StatusUndefined
+}
+
+// ByPrecedence is Statuses with Primary first and the others after it in
+// Workload Map's order: the way a person reads them.
+func (s *Status) ByPrecedence() []kartav1alpha1.ResourceStatus {
+	p := s.Primary()
+	out := make([]kartav1alpha1.ResourceStatus, 0, len(s.Statuses))
+	out = append(out, p)
+	for _, x := range s.Statuses {
+		if x != p {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // Condition is one condition read through conditionsDefinition.

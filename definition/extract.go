@@ -137,13 +137,20 @@ func (c *Compiled) componentErr(comp *component, e *expr, instance string, err e
 }
 
 // instanceIDs reads the instances of comp: one per value of its
-// instanceIdPath, or the only one, with ID "".
+// instanceIdPath (none when it iterates over a list the object does not
+// have), or the only one, with ID "".
 func (c *Compiled) instanceIDs(ctx context.Context, comp *component, root any, vc *viewComp) error {
 	vc.ids = []string{""}
 	if comp.instanceID == nil {
 		return nil
 	}
 	vals, err := c.eval(ctx, comp.instanceID, root)
+	if errors.Is(err, jq.ErrIteratedNull) {
+		// .spec.groups[].name on an object without groups: the component
+		// is absent, as in Workload Map, not an error of the workload.
+		vc.ids = nil
+		return nil
+	}
 	if err != nil {
 		return c.componentErr(comp, comp.instanceID, "", err)
 	}

@@ -110,6 +110,13 @@ func TestExtract(t *testing.T) {
 			"jobset":        {{Replicas: 1, Min: -1, Max: -1, Pods: 0, MinPods: 0}},
 			"replicatedjob": {},
 		}},
+		// The instance path iterates over a list the object does not have
+		// (jq: cannot iterate over null): no instances, as in Workload
+		// Map, not an error that fails the whole workload.
+		{"an instance path over an absent list is an absent component", jobsetDef, "apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: train, namespace: ml}\nspec: {}\n", map[string][]instSummary{
+			"jobset":        {{Replicas: 1, Min: -1, Max: -1, Pods: 0, MinPods: 0}},
+			"replicatedjob": {},
+		}},
 		{"head and worker groups", rayDef, rayObj, map[string][]instSummary{
 			"raycluster": {{Replicas: 1, Min: -1, Max: -1, Pods: 8, MinPods: 3}},
 			"head":       {{Replicas: 1, Min: -1, Max: -1, Pods: 1, MinPods: 1, Image: "ray:2"}},

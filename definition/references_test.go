@@ -146,7 +146,7 @@ func TestReferenceBinding(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := st.Statuses[0] == "Running"; got != tc.running {
+			if got := st.Primary() == "Running"; got != tc.running {
 				t.Errorf("status %v, want running %v", st.Statuses, tc.running)
 			}
 		})

@@ -12,10 +12,10 @@ import (
 )
 
 // Status maps obj's status to the shared vocabulary the way Workload Map
-// does. The mappings are evaluated in the order Resuming, Suspending,
-// Suspended, Running, Failed, Completed, Initializing, Degraded and every
-// status with a matching matcher is returned, in that order; the first is
-// the primary phase. None matching (no status at all included) gives
+// does. The mappings are evaluated in Workload Map's order (Initializing,
+// Running, Completed, Failed, Degraded, Suspended, Suspending, Resuming)
+// and every status with a matching matcher is returned, in that order;
+// Status.Primary picks the one the workload is in. None matching (no status at all included) gives
 // [Undefined]. Matchers of one status are ORed; within a matcher every part
 // it sets must hold: byPhase compares case-insensitively; each byConditions
 // entry needs the condition of that type (the last one listed, when a type

@@ -46,10 +46,10 @@ func TestStatus(t *testing.T) {
 		{"phase and condition, boolean status", "status: {phase: Running, conds: [{kind: Ready, ok: true}]}", []kartav1alpha1.ResourceStatus{kartav1alpha1.StatusRunning}, "Running"},
 		{"second matcher ORed", "status: {active: 3}", []kartav1alpha1.ResourceStatus{kartav1alpha1.StatusRunning}, ""},
 		{"reason must match", "status: {conds: [{kind: Failed, ok: 'True', why: OOM}]}", []kartav1alpha1.ResourceStatus{kartav1alpha1.StatusUndefined}, ""},
-		{"several statuses in evaluation order", "spec: {suspend: true}\nstatus: {conds: [{kind: Failed, ok: 'True', why: Crash}, {kind: Ready, ok: 'False'}]}",
-			[]kartav1alpha1.ResourceStatus{kartav1alpha1.StatusSuspended, kartav1alpha1.StatusFailed, kartav1alpha1.StatusDegraded}, ""},
-		{"transitions come first", "spec: {suspend: true, steps: [resume]}\nstatus: {active: 3}",
-			[]kartav1alpha1.ResourceStatus{kartav1alpha1.StatusResuming, kartav1alpha1.StatusSuspended, kartav1alpha1.StatusRunning}, ""},
+		{"several statuses in Workload Map's order", "spec: {suspend: true}\nstatus: {conds: [{kind: Failed, ok: 'True', why: Crash}, {kind: Ready, ok: 'False'}]}",
+			[]kartav1alpha1.ResourceStatus{kartav1alpha1.StatusFailed, kartav1alpha1.StatusDegraded, kartav1alpha1.StatusSuspended}, ""},
+		{"transitions come last in the list", "spec: {suspend: true, steps: [resume]}\nstatus: {active: 3}",
+			[]kartav1alpha1.ResourceStatus{kartav1alpha1.StatusRunning, kartav1alpha1.StatusSuspended, kartav1alpha1.StatusResuming}, ""},
 		{"an empty expected status is not compared", "status: {conds: [{kind: Complete, ok: 'False'}]}", []kartav1alpha1.ResourceStatus{kartav1alpha1.StatusCompleted}, ""},
 		{"only the expression's first value counts", "spec: {steps: [pause, resume]}", []kartav1alpha1.ResourceStatus{kartav1alpha1.StatusUndefined}, ""},
 		{"the last condition of a type is compared", "status: {conds: [{kind: Ready, ok: 'False'}, {kind: Ready, ok: 'True'}]}", []kartav1alpha1.ResourceStatus{kartav1alpha1.StatusUndefined}, ""},
@@ -69,6 +69,44 @@ func TestStatus(t *testing.T) {
 				t.Errorf("phase %q, want %q", st.Phase, tc.phase)
 			}
 		})
+	}
+}
+
+// TestStatusPrimary: the list keeps Workload Map's order, the primary phase
+// is the one the workload is in.
+func TestStatusPrimary(t *testing.T) {
+	S := func(s ...kartav1alpha1.ResourceStatus) []kartav1alpha1.ResourceStatus { return s }
+	const (
+		ini  = kartav1alpha1.StatusInitializing
+		run  = kartav1alpha1.StatusRunning
+		done = kartav1alpha1.StatusCompleted
+		fail = kartav1alpha1.StatusFailed
+		deg  = kartav1alpha1.StatusDegraded
+		susp = kartav1alpha1.StatusSuspended
+		res  = kartav1alpha1.StatusResuming
+		und  = kartav1alpha1.StatusUndefined
+	)
+	tests := []struct {
+		statuses, byPrecedence []kartav1alpha1.ResourceStatus
+		primary                kartav1alpha1.ResourceStatus
+	}{
+		{S(und), S(und), und},
+		{S(ini, run), S(run, ini), run},
+		{S(ini, done), S(done, ini), done},
+		{S(ini, fail), S(fail, ini), fail},
+		{S(ini, susp), S(susp, ini), susp},
+		{S(run, deg), S(run, deg), run},
+		{S(run, susp, res), S(res, run, susp), res},
+		{nil, S(und), und},
+	}
+	for _, tc := range tests {
+		st := &Status{Statuses: tc.statuses}
+		if got := st.Primary(); got != tc.primary {
+			t.Errorf("%v: primary %s, want %s", tc.statuses, got, tc.primary)
+		}
+		if diff := cmp.Diff(tc.byPrecedence, st.ByPrecedence()); diff != "" {
+			t.Errorf("%v: by precedence (-want, +got):\n%s", tc.statuses, diff)
+		}
 	}
 }
 

@@ -302,10 +302,21 @@ type matcherDef struct {
 }
 
 // statusOrder is the order in which Workload Map evaluates the mappings and
-// lists the matches: transitions first (an object being suspended or resumed
-// says so even when its old state still holds), then the settled states.
-// Status.Statuses follows it, so its first entry is the primary phase.
+// lists the matches: the order of the fields of its StatusMappings
+// (initializing, running, completed, failed, degraded, suspended,
+// suspending, resuming), which its recordings keep (a PyTorchJob that has
+// started and completed gives [Initializing Completed]). Status.Statuses
+// follows it; which of them is the primary phase is primaryOrder's call.
 var statusOrder = [...]kartav1alpha1.ResourceStatus{
+	kartav1alpha1.StatusInitializing, kartav1alpha1.StatusRunning, kartav1alpha1.StatusCompleted, kartav1alpha1.StatusFailed,
+	kartav1alpha1.StatusDegraded, kartav1alpha1.StatusSuspended, kartav1alpha1.StatusSuspending, kartav1alpha1.StatusResuming,
+}
+
+// primaryOrder ranks matched statuses for Status.Primary: transitions first
+// (an object being suspended or resumed says so even when its old state
+// still holds), then the settled states, so that a started job that has
+// completed is Completed, not Initializing.
+var primaryOrder = [...]kartav1alpha1.ResourceStatus{
 	kartav1alpha1.StatusResuming, kartav1alpha1.StatusSuspending, kartav1alpha1.StatusSuspended, kartav1alpha1.StatusRunning,
 	kartav1alpha1.StatusFailed, kartav1alpha1.StatusCompleted, kartav1alpha1.StatusInitializing, kartav1alpha1.StatusDegraded,
 }
@@ -331,7 +342,7 @@ func (b *builder) statusDefinition(fp *field.Path, sd *kartav1alpha1.StatusDefin
 		}
 	}
 	m := &sd.StatusMappings
-	lists := [len(statusOrder)][]kartav1alpha1.StatusMatcher{m.Resuming, m.Suspending, m.Suspended, m.Running, m.Failed, m.Completed, m.Initializing, m.Degraded}
+	lists := [len(statusOrder)][]kartav1alpha1.StatusMatcher{m.Initializing, m.Running, m.Completed, m.Failed, m.Degraded, m.Suspended, m.Suspending, m.Resuming}
 	for si, list := range lists {
 		lp := fp.Child("statusMappings", strings.ToLower(string(statusOrder[si][:1]))+string(statusOrder[si][1:]))
 		for j, sm := range list {

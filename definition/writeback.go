@@ -2,6 +2,7 @@ package definition
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -93,7 +94,8 @@ func (c *Compiled) ApplyTemplatePatch(ctx context.Context, obj *unstructured.Uns
 
 // presentComponents says which components have instances in root. A
 // component is absent when its parent is absent or its instanceIdPath
-// yields no ids. An instanceIdPath that fails counts as present, so the
+// yields no ids or iterates over null. An instanceIdPath that fails
+// otherwise counts as present, so the
 // write-back checks stay as strict as before for such objects (Extract
 // reports the failure).
 func (c *Compiled) presentComponents(ctx context.Context, root any) []bool {
@@ -105,7 +107,7 @@ func (c *Compiled) presentComponents(ctx context.Context, root any) []bool {
 		}
 		present[ci] = true
 		if comp.instanceID != nil {
-			if ids, err := c.eval(ctx, comp.instanceID, root); err == nil && len(ids) == 0 {
+			if ids, err := c.eval(ctx, comp.instanceID, root); (err == nil && len(ids) == 0) || errors.Is(err, jq.ErrIteratedNull) {
 				present[ci] = false
 			}
 		}

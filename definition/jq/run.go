@@ -24,6 +24,13 @@ var ErrTimeout = errors.New("did not finish within")
 
 var errTooManyResults = errors.New("too many results")
 
+// ErrIteratedNull is the error of a run that iterated over null: jq's
+// "cannot iterate over: null", from .spec.groups[].name on an object
+// without groups. Where a definition lists a component's instances, that is
+// an absent list (no instances), as Workload Map reads it. gojq exports no
+// type for it; TestIteratedNull pins the message.
+var ErrIteratedNull = errors.New("cannot iterate over: null")
+
 // deadlineCtx is the deadline of one evaluation. context.WithTimeout
 // starts a timer per evaluation, which cost more than running a short
 // expression; gojq asks Done before every instruction, so Done itself looks
@@ -120,6 +127,9 @@ func (e *Expr) Run(ctx context.Context, input any, lim Limits, vars *Vars) ([]an
 			}
 			if errors.Is(err, context.DeadlineExceeded) {
 				err = fmt.Errorf("%w %v; simplify the expression", ErrTimeout, lim.Timeout)
+			}
+			if err.Error() == ErrIteratedNull.Error() {
+				return nil, ErrIteratedNull
 			}
 			return nil, capMessage(err)
 		}

@@ -2,6 +2,7 @@ package jq
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -43,5 +44,32 @@ func TestEvalStopsWithCallerContext(t *testing.T) {
 	_, err := e.Run(ctx, []any{1, 2, 3}, limitsT(time.Hour), nil)
 	if err == nil || !strings.Contains(err.Error(), context.Canceled.Error()) {
 		t.Fatalf("error = %v, want %v", err, context.Canceled)
+	}
+}
+
+// TestIteratedNull: iterating over null is ErrIteratedNull, whatever gojq
+// calls it; iterating over another scalar stays an error of its own.
+func TestIteratedNull(t *testing.T) {
+	tests := []struct {
+		src   string
+		input any
+		null  bool
+	}{
+		{".groups[].name", map[string]any{}, true},
+		{".groups[] | .name", map[string]any{"groups": nil}, true},
+		{".groups[].name", map[string]any{"groups": "x"}, false},
+		{".groups[].name", map[string]any{"groups": 3}, false},
+		{`error("cannot iterate")`, nil, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.src, func(t *testing.T) {
+			_, err := compileT(t, tc.src).Run(ctxT, tc.input, Limits{Timeout: time.Minute, MaxResults: 10}, nil)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if got := errors.Is(err, ErrIteratedNull); got != tc.null {
+				t.Errorf("error %q: iterated null %v, want %v", err, got, tc.null)
+			}
+		})
 	}
 }
