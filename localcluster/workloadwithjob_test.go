@@ -6,10 +6,8 @@ import (
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/kubernetes/pkg/features"
@@ -69,7 +67,7 @@ func TestWorkloadWithJobGroupsRootJobs(t *testing.T) {
 	tests := []struct {
 		name       string
 		scheduling *batchv1.JobSchedulingConfiguration
-		gpu        bool
+		gpus       int64
 		// wantMinCount is the gang's minCount; 0 means a Basic PodGroup.
 		wantMinCount int32
 	}{
@@ -78,14 +76,14 @@ func TestWorkloadWithJobGroupsRootJobs(t *testing.T) {
 			scheduling: &batchv1.JobSchedulingConfiguration{SchedulingPolicy: &schedulingv1alpha3.WorkloadPodGroupSchedulingPolicy{
 				Gang: &schedulingv1alpha3.WorkloadPodGroupGangSchedulingPolicy{}, // minCount defaults to parallelism
 			}},
-			gpu:          true,
+			gpus:         1,
 			wantMinCount: 3,
 		},
 		{name: "plain"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			job := rootJob(tt.name, tt.scheduling, tt.gpu)
+			job := localcluster.RootJob(tt.name, 3, tt.gpus, tt.scheduling)
 			job, err := cp.Client.BatchV1().Jobs(ns).Create(t.Context(), job, metav1.CreateOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -115,30 +113,6 @@ func TestWorkloadWithJobGroupsRootJobs(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// rootJob is a Job without owner of 3 parallel pods, each asking for a GPU
-// if gpu.
-func rootJob(name string, scheduling *batchv1.JobSchedulingConfiguration, gpu bool) *batchv1.Job {
-	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
-	if gpu {
-		res[localcluster.DefaultGPUResource] = resource.MustParse("1")
-	}
-	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: batchv1.JobSpec{
-			Parallelism: ptr.To[int32](3),
-			Completions: ptr.To[int32](3),
-			Scheduling:  scheduling,
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-				RestartPolicy: corev1.RestartPolicyNever,
-				Containers: []corev1.Container{{
-					Name: "main", Image: "registry.k8s.io/pause:3.10",
-					Resources: corev1.ResourceRequirements{Requests: res, Limits: res},
-				}},
-			}},
-		},
 	}
 }
 

@@ -32,6 +32,9 @@ const (
 	// eventReasonPriorityMixed: members of a native gang differ in
 	// priority, which the default scheduler refuses for the whole group.
 	eventReasonNativeMixed = "GangPriorityMixed"
+	// eventReasonLooserGroup: the workload's pods joined another
+	// controller's native PodGroup that asks for less than its gang.
+	eventReasonLooserGroup = "GangNotEnforced"
 )
 
 // NativeGroupVersion is the native gang API native mode writes.
@@ -148,6 +151,31 @@ func desiredNativePodGroup(name string, pod *corev1.Pod, root *unstructured.Unst
 	return pg
 }
 
+// noteLooserGroup warns on the workload when its pods joined someone else's
+// native PodGroup (the Job controller's under WorkloadWithJob, say) that
+// asks for less than the gang muster computes: a Basic group, or a smaller
+// minCount. The pod's group is immutable and not muster's to replace, so
+// the warning is all muster can do; it says where the gang must be asked.
+func (c *Controller) noteLooserGroup(pod *corev1.Pod, group string, d *decision) {
+	if d.gang == nil || d.gang.MinMember < 2 || group == "" {
+		return
+	}
+	pg, err := c.native.cached(pod.Namespace, group)
+	if err != nil || isMusterNativePodGroup(pg) {
+		return // not seen yet (the next sync of a member looks again), or ours
+	}
+	have := "no gang policy"
+	if g := pg.Spec.SchedulingPolicy.Gang; g != nil {
+		if g.MinCount >= d.gang.MinMember {
+			return
+		}
+		have = fmt.Sprintf("a gang of minCount %d", g.MinCount)
+	}
+	c.noteWorkload(d.workload, corev1.EventTypeWarning, eventReasonLooserGroup, api.CapReason(fmt.Sprintf(
+		"pods join native PodGroup %s, which another controller made with %s, so muster's gang of %d is not enforced; ask that controller for the gang (a Job: spec.scheduling.schedulingPolicy.gang)",
+		group, have, d.gang.MinMember)))
+}
+
 // isMusterNativePodGroup tells a native PodGroup the pod-grouper made.
 func isMusterNativePodGroup(pg *schedv1beta1.PodGroup) bool {
 	_, def := pg.Labels[api.LabelDefinition]
@@ -251,6 +279,7 @@ func (c *Controller) syncNative(ctx context.Context, pod *corev1.Pod) error {
 		return nil
 	}
 	if d.nativePG == nil || d.nativePG.Name != group {
+		c.noteLooserGroup(pod, group, d)
 		c.yield(ctx, pod, foreignMarker(pod))
 		return nil
 	}

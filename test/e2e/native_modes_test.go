@@ -95,17 +95,7 @@ func (r *nativeRig) start(t testing.TB, native bool) (stop func()) {
 // pod-grouper injected: a dry-run pod create comes back joined.
 func (r *nativeRig) waitWebhook(t testing.TB) {
 	t.Helper()
-	err := localcluster.WaitFor(context.Background(), time.Minute, "the webhook answers", func(ctx context.Context) (bool, string, error) {
-		_, err := controlPlane.Client.CoreV1().Pods(r.ns).Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-"},
-			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}},
-		}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		return true, "", nil
-	})
-	if err != nil {
+	if err := sandboxapp.WaitNativeWebhook(context.Background(), controlPlane, r.ns, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 }

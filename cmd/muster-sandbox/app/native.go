@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -124,4 +125,20 @@ func OptInNative(ctx context.Context, cp *localcluster.ControlPlane, ns string) 
 // scheduler, whose GangScheduling plugin places native PodGroups.
 func nativeExample(yaml []byte) []byte {
 	return bytes.ReplaceAll(yaml, []byte("schedulerName: "+SchedulerName), []byte("schedulerName: "+corev1.DefaultSchedulerName))
+}
+
+// WaitNativeWebhook waits until the API server calls the pod-grouper's
+// webhook for namespace ns (opted in) with the CA the pod-grouper
+// injected: a dry-run pod create there succeeds.
+func WaitNativeWebhook(ctx context.Context, cp *localcluster.ControlPlane, ns string, timeout time.Duration) error {
+	return localcluster.WaitFor(ctx, timeout, "the webhook answers", func(ctx context.Context) (bool, string, error) {
+		_, err := cp.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-"},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}},
+		}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return true, "", nil
+	})
 }
