@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -69,6 +70,8 @@ func createGroups(ctx context.Context, tb testing.TB, variant, ns string, gangs 
 				Spec: schedv1alpha1.PodGroupSpec{MinMember: int32(size)}}, metav1.CreateOptions{})
 			return err
 		})
+	case variantNativePgr:
+		return createNativePgrOwners(ctx, tb, ns, gangs, size)
 	case variantNative:
 		c := controlPlane.Client.SchedulingV1beta1().PodGroups(ns)
 		return parallel(len(gangs), 16, func(i int) error {
@@ -102,8 +105,49 @@ func benchPod(variant, sched, pool, g string, k int) *corev1.Pod {
 		p.Labels[api.LabelPodGroup] = g
 	case variantNative:
 		p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(g)}
+	case variantNativePgr:
+		// The webhook joins it; the pod-grouper finds the gang through
+		// its owner.
+		uid, _ := nativePgrOwners.Load(pool + "/" + g)
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: g, UID: uid.(types.UID),
+			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(false)}}
 	}
 	return p
+}
+
+// nativePgrOwners maps "<namespace>/<gang>" to the UID of the gang's Job
+// in variantNativePgr (createNativePgrOwners writes it before benchPod
+// reads it).
+var nativePgrOwners sync.Map
+
+// createNativePgrOwners sets up variantNativePgr for a run in ns: native
+// mode's pod-grouper and webhook for the namespace, serving the run's
+// scheduler (scenario 1b names it bench-sb-<variant>-<ns>, the others
+// bench-<variant>-<ns>), and one Job per gang of size pods, ganged by
+// annotation and managed by another controller, so that the Job controller
+// creates no pods for it and the benchmark's are the only ones.
+func createNativePgrOwners(ctx context.Context, tb testing.TB, ns string, gangs []string, size int) error {
+	rig := newNativeRig(tb, ns, []string{"unused-" + ns},
+		[]string{"bench-sb-" + variantNativePgr + "-" + ns, "bench-" + variantNativePgr + "-" + ns})
+	rig.configure(tb)
+	rig.start(tb, true)
+	return parallel(len(gangs), 16, func(i int) error {
+		job := &batchv1.Job{
+			ObjectMeta: metav1.ObjectMeta{Name: gangs[i], Annotations: map[string]string{api.AnnotationMinMember: fmt.Sprint(size)}},
+			Spec: batchv1.JobSpec{
+				ManagedBy:   ptr.To("example.com/benchmark"),
+				Parallelism: ptr.To(int32(size)), Completions: ptr.To(int32(size)),
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+					Containers: []corev1.Container{{Name: "c", Image: "x"}}}},
+			},
+		}
+		job, err := controlPlane.Client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		nativePgrOwners.Store(ns+"/"+gangs[i], job.UID)
+		return nil
+	})
 }
 
 // podState is what the tracker knows of one pod.

@@ -40,6 +40,13 @@ const (
 	// includes the in-tree GangScheduling plugin), scheduling.k8s.io/v1beta1
 	// PodGroups and pods with spec.schedulingGroup.
 	variantNative = "native"
+	// variantNativePgr: as variantNative, but the pods are a Job's (one
+	// per gang, ganged by annotation, that the Job controller leaves to
+	// the benchmark), created through the pod-grouper's webhook in native
+	// mode, which joins them; the pod-grouper writes the native PodGroups.
+	// Not in the default set: it is native mode end to end (issue 32's
+	// variant (b)); MUSTER_BENCH_VARIANTS=...,native-pgr adds it.
+	variantNativePgr = "native-pgr"
 )
 
 var benchVariants = []string{variantMuster, variantDefault, variantNative}

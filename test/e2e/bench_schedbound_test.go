@@ -228,7 +228,7 @@ func runSchedBound(ctx context.Context, b *testing.B, bin string, s benchSizes, 
 			return res, err
 		}
 		gates = strings.Trim(shipped+","+gates, ",")
-	case variantNative:
+	case variantNative, variantNativePgr:
 		gates = strings.Trim(gates+",GenericWorkload=true", ",")
 	}
 	if gates != "" {
