@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,33 +35,9 @@ func TestOperatorKubeRayPodGroup(t *testing.T) {
 	gpuPool(t, ns, 2, 2)
 	startPodGrouper(t, sched)
 
-	// group is the part a head and a worker group share: one container,
-	// placed on the pool, for sched.
-	group := func(container, image, resources string) string {
-		return `
-    rayStartParams: {}
-    template:
-      spec:
-        ` + podPlacement(ns, sched, "        ") + `
-        containers:
-        - name: ` + container + `
-          image: ` + image + `
-          resources: ` + resources
-	}
 	// No autoscaler: the catalog counts the desired replicas, 1 head + 2
 	// workers of 2 GPUs each.
-	applyYAML(t, ns, `
-apiVersion: ray.io/v1
-kind: RayCluster
-metadata: {name: llm}
-spec:
-  rayVersion: "2.52.0"
-  headGroupSpec:`+group("ray-head", "rayproject/ray:2.52.0", `{requests: {cpu: "1"}}`)+`
-  workerGroupSpecs:
-  - groupName: gpu
-    replicas: 2
-    numOfHosts: 1`+group("ray-worker", "rayproject/ray:2.52.0-gpu", `{requests: {cpu: "1", nvidia.com/gpu: 2}, limits: {nvidia.com/gpu: 2}}`)+`
-`)
+	applyYAML(t, ns, rayClusterYAML("llm", ns, sched, 2, 2))
 	rc, err := controlPlane.Dynamic.Resource(rayClustersGVR).Namespace(ns).Get(ctx, "llm", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -127,4 +104,93 @@ spec:
 	}
 	waitGone(t, ns, sel)
 	waitFor(t, localcluster.ShortTimeout, "PodGroup "+pg.Name+" collected with its RayCluster", objectGone(podGroups(t).SchedulingV1alpha1().PodGroups(ns), pg.Name))
+}
+
+// rayClusterYAML is a RayCluster of a head (1 CPU) and a worker group of
+// workers pods of gpus GPUs each, placed on the pool, for sched.
+func rayClusterYAML(name, pool, sched string, workers, gpus int) string {
+	// group is the part a head and a worker group share: one container,
+	// placed on the pool, for sched.
+	group := func(container, image, resources string) string {
+		return `
+    rayStartParams: {}
+    template:
+      spec:
+        ` + podPlacement(pool, sched, "        ") + `
+        containers:
+        - name: ` + container + `
+          image: ` + image + `
+          resources: ` + resources
+	}
+	return `
+apiVersion: ray.io/v1
+kind: RayCluster
+metadata: {name: ` + name + `}
+spec:
+  rayVersion: "2.52.0"
+  headGroupSpec:` + group("ray-head", "rayproject/ray:2.52.0", `{requests: {cpu: "1"}}`) + `
+  workerGroupSpecs:
+  - groupName: gpu
+    replicas: ` + fmt.Sprint(workers) + `
+    numOfHosts: 1` + group("ray-worker", "rayproject/ray:2.52.0-gpu", fmt.Sprintf(`{requests: {cpu: "1", nvidia.com/gpu: %d}, limits: {nvidia.com/gpu: %d}}`, gpus, gpus)) + `
+`
+}
+
+// TestNativeKubeRay: in native mode, the real KubeRay operator's pods (it
+// creates them itself, head and workers) are joined at creation to one
+// native PodGroup per RayCluster, head included, of the catalog's size;
+// the default scheduler binds the cluster whole, and a second cluster too
+// big for what is left binds none of its pods, head included.
+func TestNativeKubeRay(t *testing.T) {
+	startOperator(t, "kuberay")
+	ctx := t.Context()
+	ns, sched, rig := defaultSchedulerRig(t, "native-ray-", 2)
+	rig.start(t, true)
+
+	applyYAML(t, ns, rayClusterYAML("llm", ns, sched, 2, 2))
+	rc, err := controlPlane.Dynamic.Resource(rayClustersGVR).Namespace(ns).Get(ctx, "llm", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := nativeGroupName(t, ns, rc.GetUID())
+	pg, err := controlPlane.Client.SchedulingV1beta1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := pg.Spec.SchedulingPolicy.Gang; g == nil || g.MinCount != 3 || pg.Labels[api.LabelDefinition] != "raycluster" {
+		t.Errorf("native PodGroup %s: policy %+v, labels %v; want a gang of 3 of definition raycluster", name, pg.Spec.SchedulingPolicy, pg.Labels)
+	}
+	pods, err := controlPlane.WaitPodsBound(ctx, ns, "ray.io/cluster=llm", 3, 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		if g := p.Spec.SchedulingGroup; g == nil || ptr.Deref(g.PodGroupName, "") != name {
+			t.Errorf("pod %s: schedulingGroup %+v, want %s", p.Name, g, name)
+		}
+	}
+
+	// Every GPU of the pool is taken: a cluster of 1 head and 1 worker of
+	// 2 GPUs cannot start, and its head, which would fit, is not bound.
+	applyYAML(t, ns, rayClusterYAML("big", ns, sched, 1, 2))
+	big, err := controlPlane.Dynamic.Resource(rayClustersGVR).Namespace(ns).Get(ctx, "big", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bigGroup := nativeGroupName(t, ns, big.GetUID())
+	pgrWaitPods(t, ns, "ray.io/cluster=big", 2, "joined to "+bigGroup, func(p *corev1.Pod) bool {
+		return p.Spec.SchedulingGroup != nil && ptr.Deref(p.Spec.SchedulingGroup.PodGroupName, "") == bigGroup
+	})
+	holdsFor(t, 5*time.Second, "no pod of RayCluster big bound", func(ctx context.Context) (bool, string, error) {
+		list, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "ray.io/cluster=big"})
+		if err != nil {
+			return false, "", err
+		}
+		for _, p := range list.Items {
+			if p.Spec.NodeName != "" {
+				return false, "pod " + p.Name + " bound to " + p.Spec.NodeName, nil
+			}
+		}
+		return true, "", nil
+	})
 }
