@@ -25,6 +25,7 @@ import (
 	"k8s.io/kubernetes/pkg/controller/job"
 	"k8s.io/kubernetes/pkg/controller/namespace"
 	"k8s.io/kubernetes/pkg/controller/replicaset"
+	"k8s.io/kubernetes/pkg/controller/resourceclaim"
 	"k8s.io/kubernetes/pkg/controller/scheduling/podgroupprotection"
 	"k8s.io/kubernetes/pkg/controller/statefulset"
 	"k8s.io/kubernetes/pkg/features"
@@ -37,7 +38,7 @@ const GCSyncPeriod = time.Second
 
 // StartControllers starts the pod-creating controllers of
 // kube-controller-manager in this process: Job, ReplicaSet, Deployment,
-// StatefulSet, CronJob and the garbage collector, built directly from
+// StatefulSet, CronJob, ResourceClaim and the garbage collector, built directly from
 // k8s.io/kubernetes/pkg/controller. They run until the returned stop is
 // called or the control plane stops (ctx cancellation stops them too, but
 // only stop waits for them to return).
@@ -48,8 +49,11 @@ const GCSyncPeriod = time.Second
 // native PodGroup, and only that controller removes it once no active pod
 // names the group, so without it a deleted PodGroup stays Terminating. With
 // WorkloadWithJob on (Options.WorkloadWithJob) the Job controller gets its
-// Workload and PodGroup informers and creates both for root Jobs. Both
-// follow the process-global gates as they are when StartControllers runs.
+// Workload and PodGroup informers and creates both for root Jobs. With
+// DynamicResourceAllocation (on by default) it runs the ResourceClaim
+// controller, which makes each pod's claims from its ResourceClaimTemplates
+// and releases them when the pod is done. All follow the process-global
+// gates as they are when StartControllers runs.
 //
 // Pods they create stay Pending until a scheduler binds them; the pod
 // simulator (StartPodSimulator) then plays kubelet.
@@ -96,6 +100,17 @@ func (cp *ControlPlane) StartControllers(ctx context.Context) (stop func(), err 
 			return fail("podgroup protection", err)
 		}
 	}
+	// As kube-controller-manager under DynamicResourceAllocation (GA, on by
+	// default): without it no ResourceClaim is ever made from a pod's
+	// ResourceClaimTemplate, and a pod that asks for devices never binds.
+	var claimC *resourceclaim.Controller
+	if utilfeature.DefaultFeatureGate.Enabled(features.DynamicResourceAllocation) {
+		claimC, err = resourceclaim.NewController(klog.FromContext(ctx), cs, inf.Core().V1().Pods(), inf.Scheduling().V1beta1().PodGroups(),
+			inf.Resource().V1().ResourceClaims(), inf.Resource().V1().ResourceClaimTemplates())
+		if err != nil {
+			return fail("resource claim", err)
+		}
+	}
 	rsC := replicaset.NewReplicaSetController(ctx, inf.Apps().V1().ReplicaSets(), inf.Core().V1().Pods(), cs, replicaset.BurstReplicas)
 	depC, err := deployment.NewDeploymentController(ctx, inf.Apps().V1().Deployments(), inf.Apps().V1().ReplicaSets(), inf.Core().V1().Pods(), cs)
 	if err != nil {
@@ -129,6 +144,9 @@ func (cp *ControlPlane) StartControllers(ctx context.Context) (stop func(), err 
 	if pgProtection != nil {
 		// One worker, as kube-controller-manager runs it.
 		run(func() { pgProtection.Run(ctx, 1) })
+	}
+	if claimC != nil {
+		run(func() { claimC.Run(ctx, workers) })
 	}
 	run(func() { gc.Run(ctx, workers, 30*time.Second) })
 	run(func() { gc.Sync(ctx, gcDiscovery.Discovery(), GCSyncPeriod) })

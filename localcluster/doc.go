@@ -11,7 +11,7 @@
 //	...
 //	defer cp.Stop()
 //	err = cp.InstallCRDFile(ctx, "crd.yaml")        // CRDs first (see InstallCRD)
-//	_, err = cp.StartControllers(ctx)               // Job, ReplicaSet, Deployment, StatefulSet, CronJob, GC (+ PodGroup protection)
+//	_, err = cp.StartControllers(ctx)               // Job, ReplicaSet, Deployment, StatefulSet, CronJob, ResourceClaim, GC (+ PodGroup protection)
 //	sim, err := cp.StartPodSimulator(ctx, localcluster.PodSimulatorOptions{})
 //	_, err = localcluster.StartScheduler(ctx, cp, localcluster.SchedulerOptions{}) // default profile
 //	_, err = cp.CreateNodes(ctx, 4, localcluster.GPUNodes("gpu", 8, localcluster.Topology{Nodes: 4, Zones: 2}))

@@ -1,0 +1,156 @@
+package localcluster_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/muster-io/muster/localcluster"
+)
+
+// draDriver is the driver and DeviceClass name of the fake GPUs.
+const draDriver = "gpu.nvidia.com"
+
+// A pod that asks for GPUs through a ResourceClaimTemplate binds on the
+// control plane's own parts: the ResourceClaim controller makes its claim,
+// the default scheduler's DynamicResources plugin allocates devices of the
+// node's ResourceSlice, and a pod asking for more devices than any node
+// publishes stays Pending.
+func TestDRAClaimFromTemplateAllocated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane; not in -short")
+	}
+	ctx := context.Background() // the components stop with cp.Stop
+	cp, err := localcluster.Start(localcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cp.Stop)
+	if _, err := cp.StartControllers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := localcluster.StartScheduler(ctx, cp, localcluster.SchedulerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := cp.CreateNodes(ctx, 2, localcluster.GPUNodes("dra", 0, localcluster.Topology{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.Client.ResourceV1().DeviceClasses().Create(ctx, &resourcev1.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: draDriver},
+		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
+			CEL: &resourcev1.CELDeviceSelector{Expression: fmt.Sprintf("device.driver == %q", draDriver)},
+		}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if _, err := cp.Client.ResourceV1().ResourceSlices().Create(ctx, gpuSlice(n.Name, 4), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ns, err := cp.NewNamespace(ctx, "dra-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, count := range map[string]int64{"two": 2, "five": 5} {
+		if _, err := cp.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, gpuTemplate(name, count), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cp.Client.CoreV1().Pods(ns).Create(ctx, claimingPod(name), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	pods, err := cp.WaitPodsBound(ctx, ns, "app=two", 1, localcluster.ShortTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := pods[0]
+	if len(pod.Status.ResourceClaimStatuses) != 1 || pod.Status.ResourceClaimStatuses[0].ResourceClaimName == nil {
+		t.Fatalf("pod %s claim statuses %+v, want the claim made from its template", pod.Name, pod.Status.ResourceClaimStatuses)
+	}
+	claim, err := cp.Client.ResourceV1().ResourceClaims(ns).Get(ctx, *pod.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claim.Status.Allocation == nil || len(claim.Status.Allocation.Devices.Results) != 2 {
+		t.Fatalf("claim %s allocation %+v, want 2 devices", claim.Name, claim.Status.Allocation)
+	}
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		if r.Driver != draDriver || r.Pool != pod.Spec.NodeName {
+			t.Errorf("claim %s device %s/%s/%s, want one of node %s's", claim.Name, r.Driver, r.Pool, r.Device, pod.Spec.NodeName)
+		}
+	}
+
+	// Five devices on nodes of four: never bound, for as long as the
+	// scheduler retries it.
+	err = localcluster.Consistently(ctx, localcluster.ShortTimeout/6, "the pod asking for 5 devices stays unbound", func(ctx context.Context) (bool, string, error) {
+		p, err := cp.Client.CoreV1().Pods(ns).Get(ctx, "five", metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		return p.Spec.NodeName == "", "bound to " + p.Spec.NodeName, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// gpuSlice publishes n GPUs of node as one ResourceSlice of the driver.
+func gpuSlice(node string, n int) *resourcev1.ResourceSlice {
+	devices := make([]resourcev1.Device, n)
+	for i := range devices {
+		devices[i] = resourcev1.Device{
+			Name: fmt.Sprintf("gpu-%d", i),
+			Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+				"productName": {StringValue: ptr.To("NVIDIA H100 80GB HBM3")},
+				"index":       {IntValue: ptr.To(int64(i))},
+			},
+		}
+	}
+	return &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: node + "-" + draDriver},
+		Spec: resourcev1.ResourceSliceSpec{
+			Driver:   draDriver,
+			NodeName: ptr.To(node),
+			Pool:     resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
+			Devices:  devices,
+		},
+	}
+}
+
+// gpuTemplate asks for count devices of the GPU class.
+func gpuTemplate(name string, count int64) *resourcev1.ResourceClaimTemplate {
+	return &resourcev1.ResourceClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{
+			Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
+				Name: "gpus",
+				Exactly: &resourcev1.ExactDeviceRequest{
+					DeviceClassName: draDriver, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: count,
+				},
+			}}},
+		}},
+	}
+}
+
+// claimingPod is a pod whose one container uses the claim made from the
+// template of its own name.
+func claimingPod(name string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}},
+		Spec: corev1.PodSpec{
+			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: ptr.To(name)}},
+			Containers: []corev1.Container{{
+				Name: "main", Image: "registry.k8s.io/pause:3.10",
+				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpus"}}},
+			}},
+		},
+	}
+}
