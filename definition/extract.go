@@ -144,13 +144,7 @@ func (c *Compiled) instanceIDs(ctx context.Context, comp *component, root any, v
 	if comp.instanceID == nil {
 		return nil
 	}
-	vals, err := c.eval(ctx, comp.instanceID, root)
-	if errors.Is(err, jq.ErrIteratedNull) {
-		// .spec.groups[].name on an object without groups: the component
-		// is absent, as in Workload Map, not an error of the workload.
-		vc.ids = nil
-		return nil
-	}
+	vals, err := c.instanceIDValues(ctx, comp, root)
 	if err != nil {
 		return c.componentErr(comp, comp.instanceID, "", err)
 	}
@@ -168,6 +162,18 @@ func (c *Compiled) instanceIDs(ctx context.Context, comp *component, root any, v
 		vc.ids = append(vc.ids, id)
 	}
 	return nil
+}
+
+// instanceIDValues runs comp's instanceIdPath. One that iterates over
+// null (.spec.groups[].name on an object without groups) yields nothing:
+// the component is absent, as in Workload Map, not an error of the
+// workload. Extract and the write-back checks read presence through it.
+func (c *Compiled) instanceIDValues(ctx context.Context, comp *component, root any) ([]any, error) {
+	vals, err := c.eval(ctx, comp.instanceID, root)
+	if errors.Is(err, jq.ErrIteratedNull) {
+		return nil, nil
+	}
+	return vals, err
 }
 
 // parentInstances finds each instance's parent instance: the one with the

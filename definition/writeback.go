@@ -2,7 +2,6 @@ package definition
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -107,7 +106,7 @@ func (c *Compiled) presentComponents(ctx context.Context, root any) []bool {
 		}
 		present[ci] = true
 		if comp.instanceID != nil {
-			if ids, err := c.eval(ctx, comp.instanceID, root); (err == nil && len(ids) == 0) || errors.Is(err, jq.ErrIteratedNull) {
+			if ids, err := c.instanceIDValues(ctx, comp, root); err == nil && len(ids) == 0 {
 				present[ci] = false
 			}
 		}

@@ -185,18 +185,17 @@ func waitEvent(t *testing.T, cp *localcluster.ControlPlane, ns, uid, reason, tex
 // (the pods are bound and yielded by then, so a warning would have come).
 func noEvent(t *testing.T, cp *localcluster.ControlPlane, ns, uid, reason string) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		evs, err := events(context.Background(), cp, ns, uid, reason)
-		if err != nil {
-			t.Fatal(err)
+	err := localcluster.Consistently(context.Background(), 3*time.Second, "no "+reason+" event", func(ctx context.Context) (bool, string, error) {
+		evs, err := events(ctx, cp, ns, uid, reason)
+		switch {
+		case err != nil:
+			return false, "", err
+		case len(evs) > 0:
+			return false, "event: " + evs[0].Message, nil
 		}
-		if len(evs) > 0 {
-			t.Fatalf("unexpected %s event: %s", reason, evs[0].Message)
-		}
-		if time.Now().After(deadline) {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
+		return true, "", nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
