@@ -2,19 +2,14 @@ package localcluster_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/muster-io/muster/localcluster"
 )
-
-// draDriver is the driver and DeviceClass name of the fake GPUs.
-const draDriver = "gpu.nvidia.com"
 
 // A pod that asks for GPUs through a ResourceClaimTemplate binds on the
 // control plane's own parts: the ResourceClaim controller makes its claim,
@@ -41,25 +36,18 @@ func TestDRAClaimFromTemplateAllocated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cp.Client.ResourceV1().DeviceClasses().Create(ctx, &resourcev1.DeviceClass{
-		ObjectMeta: metav1.ObjectMeta{Name: draDriver},
-		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
-			CEL: &resourcev1.CELDeviceSelector{Expression: fmt.Sprintf("device.driver == %q", draDriver)},
-		}}},
-	}, metav1.CreateOptions{}); err != nil {
+	if err := cp.EnsureGPUDeviceClass(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range nodes {
-		if _, err := cp.Client.ResourceV1().ResourceSlices().Create(ctx, gpuSlice(n.Name, 4), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+	if err := cp.PublishGPUs(ctx, nodes, localcluster.DRAGPUs{PerNode: 4}); err != nil {
+		t.Fatal(err)
 	}
 	ns, err := cp.NewNamespace(ctx, "dra-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, count := range map[string]int64{"two": 2, "five": 5} {
-		if _, err := cp.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, gpuTemplate(name, count), metav1.CreateOptions{}); err != nil {
+		if _, err := cp.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, localcluster.GPUClaimTemplate(name, count), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := cp.Client.CoreV1().Pods(ns).Create(ctx, claimingPod(name), metav1.CreateOptions{}); err != nil {
@@ -83,7 +71,7 @@ func TestDRAClaimFromTemplateAllocated(t *testing.T) {
 		t.Fatalf("claim %s allocation %+v, want 2 devices", claim.Name, claim.Status.Allocation)
 	}
 	for _, r := range claim.Status.Allocation.Devices.Results {
-		if r.Driver != draDriver || r.Pool != pod.Spec.NodeName {
+		if r.Driver != localcluster.DRAGPUDriver || r.Pool != pod.Spec.NodeName {
 			t.Errorf("claim %s device %s/%s/%s, want one of node %s's", claim.Name, r.Driver, r.Pool, r.Device, pod.Spec.NodeName)
 		}
 	}
@@ -99,44 +87,6 @@ func TestDRAClaimFromTemplateAllocated(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-// gpuSlice publishes n GPUs of node as one ResourceSlice of the driver.
-func gpuSlice(node string, n int) *resourcev1.ResourceSlice {
-	devices := make([]resourcev1.Device, n)
-	for i := range devices {
-		devices[i] = resourcev1.Device{
-			Name: fmt.Sprintf("gpu-%d", i),
-			Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
-				"productName": {StringValue: ptr.To("NVIDIA H100 80GB HBM3")},
-				"index":       {IntValue: ptr.To(int64(i))},
-			},
-		}
-	}
-	return &resourcev1.ResourceSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: node + "-" + draDriver},
-		Spec: resourcev1.ResourceSliceSpec{
-			Driver:   draDriver,
-			NodeName: ptr.To(node),
-			Pool:     resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
-			Devices:  devices,
-		},
-	}
-}
-
-// gpuTemplate asks for count devices of the GPU class.
-func gpuTemplate(name string, count int64) *resourcev1.ResourceClaimTemplate {
-	return &resourcev1.ResourceClaimTemplate{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{
-			Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
-				Name: "gpus",
-				Exactly: &resourcev1.ExactDeviceRequest{
-					DeviceClassName: draDriver, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: count,
-				},
-			}}},
-		}},
 	}
 }
 

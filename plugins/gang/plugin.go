@@ -32,6 +32,7 @@ import (
 
 	"github.com/muster-io/muster/api"
 	"github.com/muster-io/muster/internal/podtrim"
+	"github.com/muster-io/muster/plugins/gang/devices"
 	"github.com/muster-io/muster/plugins/gang/internal/lifecycle"
 	"github.com/muster-io/muster/plugins/gang/plan"
 )
@@ -112,6 +113,10 @@ type Plugin struct {
 
 	status *statusUpdater
 
+	// devices counts the DRA devices members' claims take (nil without
+	// DRA in this scheduler).
+	devices *devices.Counter
+
 	// executor evicts preemption victims the way DefaultPreemption does.
 	executor  *preemption.Executor
 	pdbLister policylisters.PodDisruptionBudgetLister
@@ -184,6 +189,9 @@ func newPlugin(ctx context.Context, args *Args, h fwk.Handle, pgClient pgclients
 		logger.Info("The framework handle cannot run PreFilter plugins; gang plans check resources only")
 	}
 
+	if dra := h.SharedDRAManager(); dra != nil {
+		p.devices = devices.New(dra)
+	}
 	p.executor = preemption.NewExecutor(h, feature.Features{})
 	// PodDisruptionBudgets weigh in the victim order as in DefaultPreemption.
 	p.pdbLister = h.SharedInformerFactory().Policy().V1().PodDisruptionBudgets().Lister()

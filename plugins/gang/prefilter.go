@@ -106,6 +106,14 @@ func (p *Plugin) planFor(ctx context.Context, pod *v1.Pod, pg *schedv1alpha1.Pod
 	if err != nil {
 		return "", fwk.AsStatus(err)
 	}
+	if msg := p.claimsPending(key, pending); msg != "" {
+		// Not a verdict to cache: the member whose claim comes last is
+		// let into the queue by the DynamicResources plugin's PreEnqueue
+		// at once, maybe before any handler of ours sees the change, and
+		// must then plan.
+		attempts.WithLabelValues(resultNoPlacement).Inc()
+		return "", fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
 	result, err := plan.Compute(ctx, req)
 	if err == nil {
 		result, err = plan.AvoidNominated(ctx, req, result, pod, p.nominatedPods)
@@ -118,6 +126,26 @@ func (p *Plugin) planFor(ctx context.Context, pod *v1.Pod, pg *schedv1alpha1.Pod
 		return "", fwk.AsStatus(err)
 	}
 	return p.planned(ctx, g, pod, pg, key, pending, result, now)
+}
+
+// claimsPending says why the gang must wait for its members' claims ("" when
+// the scheduler sees them all): a plan made before it sees them leaves
+// their devices out. The claims' arrival queues the gang again
+// (isSchedulableAfterClaimChange).
+func (p *Plugin) claimsPending(key types.NamespacedName, pending []*v1.Pod) string {
+	n, first := 0, ""
+	for _, m := range pending {
+		if msg := p.devices.Pending(m); msg != "" {
+			if n == 0 {
+				first = msg
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("gang %s: waiting for the ResourceClaims of %d members (made from their pods' ResourceClaimTemplates by the ResourceClaim controller): %s", key, n, first)
 }
 
 // noPlacement is planFor's answer when the gang has no placement: the gang
@@ -222,6 +250,7 @@ func (p *Plugin) gangRequest(key types.NamespacedName, pg *schedv1alpha1.PodGrou
 		Nodes:     nodes,
 		Held:      g.HeldByOthers(now),
 		Topology:  p.topology(pg),
+		Devices:   p.devices.View(),
 		Parallelize: func(ctx context.Context, pieces int, fn func(int)) {
 			p.h.Parallelizer().Until(ctx, pieces, fn, Name)
 		},
@@ -240,7 +269,7 @@ func (p *Plugin) planStillFits(node string, pods []fwk.PodInfo) bool {
 	if err != nil || ni.Node() == nil {
 		return false
 	}
-	return plan.FitsResources(ni, pods)
+	return plan.FitsResources(ni, pods, p.devices.View())
 }
 
 func (p *Plugin) topology(pg *schedv1alpha1.PodGroup) plan.Topology {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
@@ -303,7 +304,70 @@ func (p *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint
 		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.Update}, QueueingHintFn: p.isSchedulableAfterPodUpdated},
 		// New or changed nodes add capacity or lift taints.
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}, QueueingHintFn: p.isSchedulableAfterNodeChange},
+		// A member's claim appears (the gang waited for it, claimsPending)
+		// or a claim lets its devices go.
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: p.isSchedulableAfterClaimChange},
+		// Devices published or changed, or a class that was missing.
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: p.isSchedulableAfterDeviceChange},
+		{Event: fwk.ClusterEvent{Resource: fwk.DeviceClass, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: p.isSchedulableAfterDeviceChange},
 	}, nil
+}
+
+func (p *Plugin) isSchedulableAfterDeviceChange(logger klog.Logger, pod *v1.Pod, _, _ any) (fwk.QueueingHint, error) {
+	return p.capacityHint(logger, pod, "devices or device classes changed; the gang may fit now"), nil
+}
+
+// isSchedulableAfterClaimChange queues a member when a claim of its gang
+// appears (the gang may have waited for it) or when any claim's devices go
+// free. Allocations, the common update, bring nothing: waking every
+// waiting gang for each of them made each re-plan for nothing.
+func (p *Plugin) isSchedulableAfterClaimChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	oldClaim, newClaim, err := util.As[*resourceapi.ResourceClaim](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	switch {
+	case newClaim == nil:
+		if oldClaim != nil && oldClaim.Status.Allocation != nil {
+			return p.capacityHint(logger, pod, "a claim holding devices went away; the gang may fit now"), nil
+		}
+	case oldClaim == nil:
+		if p.claimOfGang(pod, newClaim) {
+			return p.capacityHint(logger, pod, "a claim of the gang was created"), nil
+		}
+	case oldClaim.Status.Allocation != nil && newClaim.Status.Allocation == nil:
+		return p.capacityHint(logger, pod, "a claim let its devices go; the gang may fit now"), nil
+	}
+	return fwk.QueueSkip, nil
+}
+
+// claimOfGang is true when claim belongs to pod's gang: made for a member
+// (its owner), or named by one.
+func (p *Plugin) claimOfGang(pod *v1.Pod, claim *resourceapi.ResourceClaim) bool {
+	if claim.Namespace != pod.Namespace {
+		return false
+	}
+	_, key := p.classify(pod)
+	for _, ref := range claim.OwnerReferences {
+		if ref.Kind != "Pod" {
+			continue
+		}
+		owner, err := p.podLister.Pods(claim.Namespace).Get(ref.Name)
+		if err != nil {
+			// The owner is not in the cache yet: queue rather than
+			// leave the gang waiting.
+			return true
+		}
+		if _, k := p.classify(owner); k == key {
+			return true
+		}
+	}
+	for i := range pod.Spec.ResourceClaims {
+		if n := pod.Spec.ResourceClaims[i].ResourceClaimName; n != nil && *n == claim.Name {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *Plugin) isSchedulableAfterCapacityFreed(logger klog.Logger, pod *v1.Pod, _, _ any) (fwk.QueueingHint, error) {
@@ -384,8 +448,15 @@ func (p *Plugin) isSchedulableAfterPodUpdated(logger klog.Logger, pod *v1.Pod, o
 	newKind, newKey := p.classify(newPod)
 	// A refused pod whose reason changed is retried too, so that its
 	// condition says the current one.
-	if oldKind == newKind && oldKey == newKey && refusal(oldKind, oldPod) == refusal(newKind, newPod) {
+	// The ResourceClaim controller names the pod's claims in its status:
+	// the gang may have waited for them (claimsPending).
+	claimsNamed := len(oldPod.Status.ResourceClaimStatuses) != len(newPod.Status.ResourceClaimStatuses)
+	if oldKind == newKind && oldKey == newKey && refusal(oldKind, oldPod) == refusal(newKind, newPod) && !claimsNamed {
 		return fwk.QueueSkip, nil
+	}
+	if claimsNamed {
+		// A verdict "waiting for the claims" is stale now.
+		p.capacityChanged()
 	}
 	logger.V(5).Info("pod's gang changed", "pod", klog.KObj(pod), "gang", newKey)
 	return fwk.Queue, nil

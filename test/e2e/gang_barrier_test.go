@@ -43,7 +43,43 @@ type observedGang struct {
 	o *releaseObserver
 }
 
+// attemptsLog counts the members of each gang that reached the plugin's
+// PreFilter and its Permit: a gang re-planned in a loop shows as many
+// times its member count.
+var attemptsLog struct {
+	mu                sync.Mutex
+	preFilter, permit map[types.NamespacedName]int
+}
+
+func countAttempt(m *map[types.NamespacedName]int, pod *corev1.Pod) {
+	key, member := gangOf(pod)
+	if !member {
+		return
+	}
+	attemptsLog.mu.Lock()
+	defer attemptsLog.mu.Unlock()
+	if *m == nil {
+		*m = map[types.NamespacedName]int{}
+	}
+	(*m)[key]++
+}
+
+// gangAttempts is how many times members of gang key reached PreFilter
+// (the plan's own PreFilter runs for a shape's representative included)
+// and Permit.
+func gangAttempts(key types.NamespacedName) (preFilter, permit int) {
+	attemptsLog.mu.Lock()
+	defer attemptsLog.mu.Unlock()
+	return attemptsLog.preFilter[key], attemptsLog.permit[key]
+}
+
+func (g *observedGang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	countAttempt(&attemptsLog.preFilter, pod)
+	return g.Plugin.PreFilter(ctx, state, pod, nodes)
+}
+
 func (g *observedGang) Permit(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodeName string) (*fwk.Status, time.Duration) {
+	countAttempt(&attemptsLog.permit, pod)
 	g.o.begin(pod)
 	st, timeout := g.Plugin.Permit(ctx, state, pod, nodeName)
 	g.o.end(st)

@@ -159,7 +159,7 @@ func overcommitsNominated(req Request, result *Plan, counted func(*v1.Pod, strin
 			}
 			all = append(all, pi)
 		}
-		if !FitsResources(ni, all) {
+		if !FitsResources(ni, all, req.Devices) {
 			return true
 		}
 	}

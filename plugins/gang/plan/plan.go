@@ -43,6 +43,9 @@ type Request struct {
 	Topology Topology
 	// Filter checks the profile's other filters; nil checks resources only.
 	Filter Filter
+	// Devices counts DRA devices; nil: resources are the nodes'
+	// allocatable alone.
+	Devices Devices
 	// Removed are pods the nodes above no longer hold (victims, pods
 	// terminating) that a Filter built on the scheduler's snapshot still
 	// sees; Compute hands them to a Filter that implements Remover.
@@ -122,11 +125,16 @@ func Compute(ctx context.Context, req Request) (*Plan, error) {
 	p.shapes = GroupShapes(req.Pending)
 	for _, s := range p.shapes {
 		p.dims.addRequest(s.PodInfo.CalculateResource().Resource)
+		if req.Devices != nil {
+			for name := range req.Devices.Request(s.Pod) {
+				p.dims.add(name)
+			}
+		}
 		p.interfering = p.interfering || (s.Interfering && req.Filter != nil)
 	}
 	p.dims.sorted()
 	for _, s := range p.shapes {
-		s.request = p.dims.vector(s.PodInfo.CalculateResource().Resource)
+		s.request = p.vectorOf(s.Pod, p.dims.vector(s.PodInfo.CalculateResource().Resource))
 	}
 	p.buildNodes()
 	p.evaluate()
@@ -151,12 +159,13 @@ func (p *planner) buildNodes() {
 		k := len(nodes)
 		w := node{info: ni, name: n.Name, free: frees[k*width : (k+1)*width : (k+1)*width]}
 		p.dims.freeInto(w.free, ni)
+		p.deviceFree(&w)
 		w.pods = ni.GetAllocatable().GetAllowedPodNumber() - len(ni.GetPods())
 		if p.req.Topology.Key != "" {
 			w.domain = n.Labels[p.req.Topology.Key]
 		}
 		for _, h := range p.req.Held[n.Name] {
-			w.free.sub(p.dims.vector(h.CalculateResource().Resource))
+			w.free.sub(p.vectorOf(h.GetPod(), p.dims.vector(h.CalculateResource().Resource)))
 			w.pods--
 		}
 		nodes = append(nodes, w)

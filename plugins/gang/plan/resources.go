@@ -131,18 +131,36 @@ func format(name v1.ResourceName, v int64) string {
 }
 
 // FitsResources reports whether every pod fits on ni together by resources
-// and pod count alone.
-func FitsResources(ni fwk.NodeInfo, pods []fwk.PodInfo) bool {
+// and pod count alone, with the devices their claims take when devices is
+// not nil.
+func FitsResources(ni fwk.NodeInfo, pods []fwk.PodInfo, devices Devices) bool {
 	if len(pods) == 0 {
 		return true
 	}
 	d := newDims()
-	for _, pi := range pods {
+	extra := make([]map[v1.ResourceName]int64, len(pods))
+	for k, pi := range pods {
 		d.addRequest(pi.CalculateResource().Resource)
+		if devices != nil {
+			extra[k] = devices.Request(pi.GetPod())
+			for name := range extra[k] {
+				d.add(name)
+			}
+		}
 	}
 	free := d.free(ni)
-	for _, pi := range pods {
+	if devices != nil {
+		for i, name := range d.names {
+			if f, ok := devices.Free(ni.Node(), name); ok {
+				free[i] = f
+			}
+		}
+	}
+	for k, pi := range pods {
 		free.sub(d.vector(pi.CalculateResource().Resource))
+		for name, q := range extra[k] {
+			free[d.index[name]] -= q
+		}
 	}
 	for _, v := range free {
 		if v < 0 {

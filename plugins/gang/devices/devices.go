@@ -1,0 +1,316 @@
+// Package devices counts the DRA devices gang members take, so the gang
+// planner can add them up like any other resource (plan.Devices).
+//
+// The DRA Filter plugin judges one pod at a time against the devices
+// allocated so far: asked about the members of a gang that are still only
+// planned, it says yes on a node for each of them, and the planner stacked
+// members whose devices together did not fit. Counting here is by device:
+// a claim request of an exact count of devices of one DeviceClass (its
+// selectors included) is a dimension, and a node's free amount of it is the
+// devices its ResourceSlices publish that match and no claim holds. What
+// this package does not count (a request with alternatives, a device
+// shared between claims, devices reached from several nodes) the DRA
+// Filter still judges on the node as it is, so a wrong count costs a
+// re-plan, never a partial gang.
+package devices
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/dynamic-resource-allocation/structured"
+	fwk "k8s.io/kube-scheduler/framework"
+	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
+
+	"github.com/muster-io/muster/plugins/gang/plan"
+)
+
+// maxMatches bounds the cache of selector verdicts (one entry per slice
+// and request kind); past it the cache starts over.
+const maxMatches = 20000
+
+// maxNameLen bounds a dimension's name, which quotes the request's
+// selectors for people.
+const maxNameLen = 120
+
+// Counter reads claims, slices and classes through the scheduler's DRA
+// manager (the view the DynamicResources plugin has, in-flight allocations
+// included). It is safe for concurrent use.
+type Counter struct {
+	dra fwk.SharedDRAManager
+	cel *cel.Cache
+
+	mu sync.Mutex
+	// matches[slice key + spec key] says, per device of the slice,
+	// whether it matches the spec's class and selectors: CEL is the cost,
+	// and slices change rarely.
+	matches map[string][]bool
+}
+
+// New returns a Counter over dra.
+func New(dra fwk.SharedDRAManager) *Counter {
+	return &Counter{dra: dra, cel: cel.NewCache(64, cel.Features{}), matches: map[string][]bool{}}
+}
+
+// spec is one kind of device request: a class and selectors, for a count
+// of devices (All false) or for every matching device of a node.
+type spec struct {
+	class     string
+	selectors []string
+	all       bool
+}
+
+func (s spec) name() v1.ResourceName {
+	var b strings.Builder
+	if s.all {
+		b.WriteString("all ")
+	}
+	b.WriteString("devices of class ")
+	b.WriteString(s.class)
+	if len(s.selectors) > 0 {
+		b.WriteString(" matching ")
+		b.WriteString(strings.Join(s.selectors, " && "))
+	}
+	n := b.String()
+	if len(n) > maxNameLen {
+		sum := sha256.Sum256([]byte(n))
+		n = n[:maxNameLen] + "… #" + hex.EncodeToString(sum[:4])
+	}
+	return v1.ResourceName(n)
+}
+
+// View is the devices as one plan sees them: slices and allocated devices
+// are read once, on first need. Make one per plan.
+type View struct {
+	c *Counter
+
+	mu    sync.Mutex
+	specs map[v1.ResourceName]spec
+	// free[dimension][node]
+	free   map[v1.ResourceName]map[string]int64
+	loaded bool
+	slices []*resourceapi.ResourceSlice
+	taken  sets.Set[structured.DeviceID]
+	err    error
+}
+
+var _ plan.Devices = &View{}
+
+// View starts a view; nil when c is nil (no DRA in this scheduler).
+func (c *Counter) View() plan.Devices {
+	if c == nil {
+		return nil
+	}
+	return &View{c: c, specs: map[v1.ResourceName]spec{}, free: map[v1.ResourceName]map[string]int64{}}
+}
+
+// Pending says which of pod's claims the scheduler cannot see yet ("" when
+// it sees them all): the ResourceClaim controller makes a pod's claims from
+// its templates after the pod, and a gang planned before them is planned
+// without their devices.
+func (c *Counter) Pending(pod *v1.Pod) string {
+	if c == nil {
+		return ""
+	}
+	for i := range pod.Spec.ResourceClaims {
+		pc := &pod.Spec.ResourceClaims[i]
+		name, _, err := resourceclaim.Name(pod, pc)
+		if err != nil {
+			return fmt.Sprintf("claim %s of pod %s/%s is not created yet", pc.Name, pod.Namespace, pod.Name)
+		}
+		if name == nil {
+			continue
+		}
+		if _, err := c.dra.ResourceClaims().Get(pod.Namespace, *name); err != nil {
+			return fmt.Sprintf("ResourceClaim %s/%s of pod %s is not known to the scheduler yet", pod.Namespace, *name, pod.Name)
+		}
+	}
+	return ""
+}
+
+// Request implements plan.Devices. Claims already allocated (their devices
+// are counted as taken) and claims named by the pod rather than made from
+// a template (shared with other pods, allocated once) take nothing more.
+func (v *View) Request(pod *v1.Pod) map[v1.ResourceName]int64 {
+	var out map[v1.ResourceName]int64
+	for i := range pod.Spec.ResourceClaims {
+		pc := &pod.Spec.ResourceClaims[i]
+		if pc.ResourceClaimName != nil {
+			continue
+		}
+		name, _, err := resourceclaim.Name(pod, pc)
+		if err != nil || name == nil {
+			continue
+		}
+		claim, err := v.c.dra.ResourceClaims().Get(pod.Namespace, *name)
+		if err != nil || claim.Status.Allocation != nil {
+			continue
+		}
+		for _, r := range claim.Spec.Devices.Requests {
+			e := r.Exactly
+			if e == nil || e.AdminAccess != nil && *e.AdminAccess {
+				continue
+			}
+			s := spec{class: e.DeviceClassName, all: e.AllocationMode == resourceapi.DeviceAllocationModeAll}
+			for _, sel := range e.Selectors {
+				if sel.CEL != nil {
+					s.selectors = append(s.selectors, sel.CEL.Expression)
+				}
+			}
+			count := e.Count
+			if s.all {
+				count = 1
+			} else if count == 0 {
+				count = 1
+			}
+			dim := s.name()
+			v.mu.Lock()
+			v.specs[dim] = s
+			v.mu.Unlock()
+			if out == nil {
+				out = map[v1.ResourceName]int64{}
+			}
+			out[dim] += count
+		}
+	}
+	return out
+}
+
+// Free implements plan.Devices.
+func (v *View) Free(node *v1.Node, name v1.ResourceName) (int64, bool) {
+	if node == nil {
+		return 0, false
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	s, ok := v.specs[name]
+	if !ok {
+		// A DRA-backed extended resource: the node does not carry it in
+		// its allocatable, and a DeviceClass maps it to devices.
+		if !v1helper.IsExtendedResourceName(name) {
+			return 0, false
+		}
+		if _, has := node.Status.Allocatable[name]; has {
+			return 0, false
+		}
+		class := v.c.dra.DeviceClassResolver().GetDeviceClass(name)
+		if class == nil {
+			return 0, false
+		}
+		s = spec{class: class.Name}
+		v.specs[name] = s
+	}
+	free, ok := v.free[name]
+	if !ok {
+		free = v.count(s)
+		v.free[name] = free
+	}
+	return free[node.Name], true
+}
+
+// count is the free amount of s per node. Call with v.mu held.
+func (v *View) count(s spec) map[string]int64 {
+	if !v.loaded {
+		v.loaded = true
+		v.slices, v.err = v.c.dra.ResourceSlices().ListWithDeviceTaintRules()
+		if v.err == nil {
+			v.taken, v.err = v.c.dra.ResourceClaims().ListAllAllocatedDevices()
+		}
+	}
+	free := map[string]int64{}
+	if v.err != nil {
+		// Unknown devices count as none: the gang waits rather than
+		// being planned onto devices that may be taken.
+		return free
+	}
+	class, err := v.c.dra.DeviceClasses().Get(s.class)
+	if err != nil {
+		return free
+	}
+	total := map[string]int64{}
+	for _, sl := range v.slices {
+		if sl.Spec.NodeName == nil || *sl.Spec.NodeName == "" {
+			continue
+		}
+		node := *sl.Spec.NodeName
+		match := v.c.match(sl, class, s)
+		for k, d := range sl.Spec.Devices {
+			if !match[k] {
+				continue
+			}
+			total[node]++
+			if !v.taken.Has(structured.MakeDeviceID(sl.Spec.Driver, sl.Spec.Pool.Name, d.Name)) {
+				free[node]++
+			}
+		}
+	}
+	if s.all {
+		// Every matching device of the node, or none of it.
+		for node, t := range total {
+			if free[node] == t {
+				free[node] = 1
+			} else {
+				free[node] = 0
+			}
+		}
+	}
+	return free
+}
+
+// match says, per device of sl, whether it is of class and matches s's
+// selectors.
+func (c *Counter) match(sl *resourceapi.ResourceSlice, class *resourceapi.DeviceClass, s spec) []bool {
+	key := string(sl.UID) + "/" + strconv.FormatInt(sl.Generation, 10) + "/" + string(class.UID) + "/" +
+		strconv.FormatInt(class.Generation, 10) + "/" + string(s.name())
+	c.mu.Lock()
+	m, ok := c.matches[key]
+	c.mu.Unlock()
+	if ok {
+		return m
+	}
+	var exprs []string
+	for _, sel := range class.Spec.Selectors {
+		if sel.CEL != nil {
+			exprs = append(exprs, sel.CEL.Expression)
+		}
+	}
+	exprs = append(exprs, s.selectors...)
+	m = make([]bool, len(sl.Spec.Devices))
+	ctx := context.Background()
+	for k, d := range sl.Spec.Devices {
+		m[k] = c.matches1(ctx, exprs, cel.Device{Driver: sl.Spec.Driver, Attributes: d.Attributes, Capacity: d.Capacity})
+	}
+	c.mu.Lock()
+	if len(c.matches) >= maxMatches {
+		c.matches = map[string][]bool{}
+	}
+	c.matches[key] = m
+	c.mu.Unlock()
+	return m
+}
+
+// matches1 is true when every expression accepts d; an expression that
+// does not compile or fails accepts nothing (the DRA Filter reports it).
+func (c *Counter) matches1(ctx context.Context, exprs []string, d cel.Device) bool {
+	for _, e := range exprs {
+		r := c.cel.GetOrCompile(e)
+		if r.Error != nil {
+			return false
+		}
+		ok, _, err := r.DeviceMatches(ctx, d)
+		if err != nil || !ok {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,213 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/muster-io/muster/localcluster"
+)
+
+// draPool gives a DRA test its namespace, a muster scheduler of its own and
+// n nodes without nvidia.com/gpu whose GPUs are published only as
+// ResourceSlices of perNode devices each, under the DeviceClass
+// gpu.nvidia.com (mapping nvidia.com/gpu to them when extended is set).
+// The class and the slices go when t ends.
+func draPool(t *testing.T, prefix string, n, perNode int, extended bool) (ns, sched string, nodes []*corev1.Node) {
+	t.Helper()
+	ctx := context.Background()
+	ns = testNamespace(t, prefix)
+	sched = "muster-" + ns
+	startGangScheduler(t, sched, nil)
+	testPool(t, ns, n, func(i int) localcluster.NodeSpec {
+		return localcluster.NodeSpec{Labels: localcluster.Topology{}.Labels(i)}
+	})
+	list, err := controlPlane.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: localcluster.PoolLabel + "=" + ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range list.Items {
+		nodes = append(nodes, &list.Items[i])
+	}
+	if err := controlPlane.EnsureGPUDeviceClass(ctx, extended); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := controlPlane.Client.ResourceV1().DeviceClasses().Delete(ctx, localcluster.DRAGPUDriver, metav1.DeleteOptions{}); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := controlPlane.PublishGPUs(ctx, nodes, localcluster.DRAGPUs{PerNode: perNode}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := controlPlane.DeleteGPUSlices(ctx, nodes); err != nil {
+			t.Error(err)
+		}
+	})
+	return ns, sched, nodes
+}
+
+// gpuClaimTemplate asks for count GPUs of the class gpu.nvidia.com.
+func gpuClaimTemplate(t *testing.T, ns, name string, count int64) {
+	t.Helper()
+	if _, err := controlPlane.Client.ResourceV1().ResourceClaimTemplates(ns).Create(context.Background(), localcluster.GPUClaimTemplate(name, count), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// withClaimTemplate makes the pod's container use a claim made from
+// template.
+func withClaimTemplate(template string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, corev1.PodResourceClaim{Name: "gpus", ResourceClaimTemplateName: ptr.To(template)})
+		c := &p.Spec.Containers[0]
+		c.Resources.Claims = append(c.Resources.Claims, corev1.ResourceClaim{Name: "gpus"})
+	}
+}
+
+// claimedDevices checks that every bound pod of gang in ns has its claims
+// allocated with devices of its own node and returns the devices, failing
+// t when two pods share one.
+func claimedDevices(t *testing.T, ns, gang string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	pods, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "gang=" + gang})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := map[string]string{}
+	for _, p := range pods.Items {
+		var names []string
+		for _, s := range p.Status.ResourceClaimStatuses {
+			if s.ResourceClaimName != nil {
+				names = append(names, *s.ResourceClaimName)
+			}
+		}
+		if s := p.Status.ExtendedResourceClaimStatus; s != nil {
+			names = append(names, s.ResourceClaimName)
+		}
+		if len(names) == 0 {
+			t.Fatalf("pod %s has no claim", p.Name)
+		}
+		for _, name := range names {
+			c, err := controlPlane.Client.ResourceV1().ResourceClaims(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Status.Allocation == nil {
+				t.Fatalf("claim %s of pod %s (node %s) is not allocated", name, p.Name, p.Spec.NodeName)
+			}
+			for _, r := range c.Status.Allocation.Devices.Results {
+				id := r.Pool + "/" + r.Device
+				if r.Pool != p.Spec.NodeName {
+					t.Errorf("pod %s on %s holds device %s of another node", p.Name, p.Spec.NodeName, id)
+				}
+				if o, dup := owner[id]; dup {
+					t.Errorf("device %s held by pods %s and %s", id, o, p.Name)
+				}
+				owner[id] = p.Name
+			}
+		}
+	}
+	return owner
+}
+
+// checkAttempts fails t when the members of gang reached the plugin more
+// often than a few plans' worth: the sign of a re-plan loop.
+func checkAttempts(t *testing.T, ns, gang string, members int) {
+	t.Helper()
+	pre, permit := gangAttempts(types.NamespacedName{Namespace: ns, Name: gang})
+	t.Logf("gang %s: %d PreFilter, %d Permit for %d members", gang, pre, permit, members)
+	if pre > 4*members+4 || permit > 2*members {
+		t.Errorf("gang %s: %d PreFilter and %d Permit calls for %d members, want at most %d and %d (re-planned in a loop?)", gang, pre, permit, members, 4*members+4, 2*members)
+	}
+}
+
+// A gang whose GPUs are DRA claims made from a template binds whole, one
+// member per node since each takes a node's four devices, with every one
+// of the 16 devices allocated once; a second such gang binds nothing and
+// says which devices it lacks; neither gang is planned in a loop.
+func TestDRAGangOfClaimsBindsWhole(t *testing.T) {
+	ns, sched, _ := draPool(t, "dra-gang-", 4, 4, false)
+	gpuClaimTemplate(t, ns, "four", 4)
+	createPodGroup(t, ns, "a", 4, nil)
+	createGangPods(t, ns, 4, podSpec{name: "a", scheduler: sched, pool: ns, gang: "a", mutate: withClaimTemplate("four")})
+	waitGangBound(t, ns, "a", 4, localcluster.ShortTimeout)
+	devices := claimedDevices(t, ns, "a")
+	if len(devices) != 16 {
+		t.Errorf("gang a holds %d devices, want 16", len(devices))
+	}
+	pods, err := controlPlane.Client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "gang=a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onNode := map[string]bool{}
+	for _, p := range pods.Items {
+		onNode[p.Spec.NodeName] = true
+	}
+	if len(onNode) != 4 {
+		t.Errorf("gang a on %d nodes, want 4", len(onNode))
+	}
+
+	createPodGroup(t, ns, "b", 4, nil)
+	createGangPods(t, ns, 4, podSpec{name: "b", scheduler: sched, pool: ns, gang: "b", mutate: withClaimTemplate("four")})
+	cond := waitUnschedulable(t, ns, "b-0", "devices of class "+localcluster.DRAGPUDriver, localcluster.ShortTimeout)
+	if !strings.Contains(cond.Message, "needs 16") {
+		t.Errorf("gang b's reason %q does not say it needs 16 devices", cond.Message)
+	}
+	noneBound(t, ns, "b", localcluster.ShortTimeout/6)
+	checkAttempts(t, ns, "a", 4)
+}
+
+// Fragmentation with DRA: a gang of 2 members of 3 GPUs, then one of 4
+// members of 2 GPUs on 4 nodes of 4 (14 of 16 devices) both bind whole
+// without a re-plan loop: the planner counts the devices the members
+// planned on one node take together.
+func TestDRAGangsShareNodesByDevice(t *testing.T) {
+	ns, sched, _ := draPool(t, "dra-frag-", 4, 4, false)
+	gpuClaimTemplate(t, ns, "three", 3)
+	gpuClaimTemplate(t, ns, "two", 2)
+	createPodGroup(t, ns, "x", 2, nil)
+	createGangPods(t, ns, 2, podSpec{name: "x", scheduler: sched, pool: ns, gang: "x", mutate: withClaimTemplate("three")})
+	waitGangBound(t, ns, "x", 2, localcluster.ShortTimeout)
+	createPodGroup(t, ns, "y", 4, nil)
+	createGangPods(t, ns, 4, podSpec{name: "y", scheduler: sched, pool: ns, gang: "y", mutate: withClaimTemplate("two")})
+	waitGangBound(t, ns, "y", 4, localcluster.ShortTimeout)
+	held := claimedDevices(t, ns, "x")
+	for id, p := range claimedDevices(t, ns, "y") {
+		if o, dup := held[id]; dup {
+			t.Errorf("device %s held by pods %s and %s", id, o, p)
+		}
+		held[id] = p
+	}
+	if len(held) != 14 {
+		t.Errorf("%d devices held, want 14", len(held))
+	}
+	checkAttempts(t, ns, "x", 2)
+	checkAttempts(t, ns, "y", 4)
+}
+
+// DRA-backed extended resources: pods asking for nvidia.com/gpu on nodes
+// that publish GPUs only as devices of a DeviceClass mapping that name get
+// devices; the gang binds whole, one member per node, and a second gang
+// that does not fit binds nothing.
+func TestDRAExtendedResourceGang(t *testing.T) {
+	ns, sched, _ := draPool(t, "dra-ext-", 4, 4, true)
+	createPodGroup(t, ns, "a", 4, nil)
+	createGangPods(t, ns, 4, podSpec{name: "a", scheduler: sched, pool: ns, gang: "a", gpus: 4})
+	waitGangBound(t, ns, "a", 4, localcluster.ShortTimeout)
+	if n := len(claimedDevices(t, ns, "a")); n != 16 {
+		t.Errorf("gang a holds %d devices, want 16", n)
+	}
+	createPodGroup(t, ns, "b", 2, nil)
+	createGangPods(t, ns, 2, podSpec{name: "b", scheduler: sched, pool: ns, gang: "b", gpus: 2})
+	waitUnschedulable(t, ns, "b-0", "nvidia.com/gpu", localcluster.ShortTimeout)
+	noneBound(t, ns, "b", localcluster.ShortTimeout/6)
+	checkAttempts(t, ns, "a", 4)
+}
