@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -119,6 +120,8 @@ type liveFetch struct {
 	events             map[string]string
 	eventTimes         map[string]time.Time
 	eventsErr          error
+	claimTemplates     []resourcev1.ResourceClaimTemplate
+	claimTemplatesErr  error
 
 	owners *ownerIndex
 }
@@ -140,7 +143,7 @@ func startLiveFetch(ctx context.Context, c *Cluster, m *meta.RESTMapping, ns, na
 	if !f.namespaced {
 		return f
 	}
-	f.wg.Add(4)
+	f.wg.Add(5)
 	go func() {
 		defer f.wg.Done()
 		// resourceVersion 0: the API server's cache is as fresh as a
@@ -163,6 +166,10 @@ func startLiveFetch(ctx context.Context, c *Cluster, m *meta.RESTMapping, ns, na
 	go func() {
 		defer f.wg.Done()
 		f.events, f.eventTimes, f.eventsErr = schedulingEvents(ctx, c, ns)
+	}()
+	go func() {
+		defer f.wg.Done()
+		f.claimTemplates, f.claimTemplatesErr = listClaimTemplates(ctx, c, ns)
 	}()
 	return f
 }
@@ -212,6 +219,10 @@ func (f *liveFetch) addNamespaceLists(ctx context.Context, root *unstructured.Un
 	if f.eventsErr != nil {
 		in.Warnings = append(in.Warnings, f.eventsErr.Error())
 	}
+	if f.claimTemplatesErr != nil {
+		in.Warnings = append(in.Warnings, f.claimTemplatesErr.Error())
+	}
+	in.ClaimTemplates = claimTemplatesByName(f.claimTemplates)
 	return nil
 }
 

@@ -82,6 +82,9 @@ type describeInput struct {
 	// PodLimit caps the pods shown per component; 0 shows all.
 	PodLimit int
 	GPUNames []corev1.ResourceName
+	// ClaimTemplates are the namespace's ResourceClaimTemplates, whose
+	// devices of GPU classes count as the pods' GPUs (nil: none read).
+	ClaimTemplates definition.ClaimTemplates
 	// Warnings are those of gathering the input (a list that failed, a
 	// reference not read); the view shows them after its own.
 	Warnings []string
@@ -92,12 +95,23 @@ type podResources struct {
 	gpus, cpuMillis, memBytes int64
 }
 
-func requestsOf(spec *corev1.PodSpec, gpuNames []corev1.ResourceName) podResources {
+// gpuCount counts a pod spec's GPUs: the extended resources named, and
+// the devices its ResourceClaimTemplates ask of the DeviceClasses named.
+type gpuCount struct {
+	names     []corev1.ResourceName
+	templates definition.ClaimTemplates
+}
+
+func (in describeInput) gpus() gpuCount {
+	return gpuCount{names: in.GPUNames, templates: in.ClaimTemplates}
+}
+
+func requestsOf(spec *corev1.PodSpec, g gpuCount) podResources {
 	if spec == nil {
 		return podResources{}
 	}
 	rl := definition.PodRequests(spec)
-	r := podResources{gpus: definition.GPUs(rl, gpuNames)}
+	r := podResources{gpus: definition.GPUs(rl, g.names) + definition.ClaimGPUs(spec, g.templates, g.names)}
 	if q, ok := rl[corev1.ResourceCPU]; ok {
 		r.cpuMillis = q.MilliValue()
 	}
@@ -118,7 +132,7 @@ func buildDescription(ctx context.Context, in describeInput) (*Description, erro
 		return nil, invalidErrorf("definition %s on %s %s: %v", in.Def.Name, in.Root.GetKind(), in.Root.GetName(), err)
 	}
 	addStatus(ctx, d, in)
-	compIdx := addComponents(d, wl, in.GPUNames)
+	compIdx := addComponents(d, wl, in.gpus())
 	placed, gangs := placePods(ctx, d, in, compIdx)
 	countPods(d, placed, in.PodLimit)
 	addGangs(d, in, gangs)
@@ -175,10 +189,10 @@ func addStatus(ctx context.Context, d *Description, in describeInput) {
 
 // addComponents adds the components and instances the spec asks for, with
 // their desired pods and requests, and returns each one's index by name.
-func addComponents(d *Description, wl *definition.Workload, gpuNames []corev1.ResourceName) map[string]int {
+func addComponents(d *Description, wl *definition.Workload, gpus gpuCount) map[string]int {
 	compIdx := map[string]int{}
 	for _, c := range wl.Components {
-		cv := componentView(c, gpuNames)
+		cv := componentView(c, gpus)
 		compIdx[c.Name] = len(d.Components)
 		d.Components = append(d.Components, cv)
 		if c.HasPods {
@@ -192,7 +206,7 @@ func addComponents(d *Description, wl *definition.Workload, gpuNames []corev1.Re
 	return compIdx
 }
 
-func componentView(c definition.Component, gpuNames []corev1.ResourceName) ComponentView {
+func componentView(c definition.Component, gpus gpuCount) ComponentView {
 	cv := ComponentView{Name: c.Name, Parent: c.Parent, HasPods: c.HasPods, Instances: []InstanceView{}}
 	if c.Kind != nil {
 		cv.Kind = gvkString(c.Kind.GroupKind(), c.Kind.Version)
@@ -203,7 +217,7 @@ func componentView(c definition.Component, gpuNames []corev1.ResourceName) Compo
 		if c.HasPods {
 			var r podResources
 			if inst.Template != nil {
-				r = requestsOf(&inst.Template.Spec, gpuNames)
+				r = requestsOf(&inst.Template.Spec, gpus)
 			}
 			iv.GPUsPerPod, iv.CPUMillisPerPod, iv.MemoryBytesPerPod = r.gpus, r.cpuMillis, r.memBytes
 			iv.GPUs = r.gpus * inst.Pods
@@ -233,7 +247,7 @@ func placePods(ctx context.Context, d *Description, in describeInput, compIdx ma
 	gangs := &gangSet{byKey: map[string]*gangAgg{}}
 	var warns cappedWarnings
 	for _, pod := range in.Pods {
-		pv := podView(pod, in.SchedulingEvents, in.GPUNames)
+		pv := podView(pod, in.SchedulingEvents, in.gpus())
 		ci, ii, m, err := locatePod(ctx, d, in.Compiled, compIdx, pod)
 		if err != nil {
 			d.Unmatched = append(d.Unmatched, UnmatchedPod{Name: pod.Name, Reason: err.Error()})
@@ -393,13 +407,13 @@ func resourceMap(rl corev1.ResourceList) map[string]string {
 	return out
 }
 
-func podView(p *corev1.Pod, events map[string]string, gpuNames []corev1.ResourceName) PodView {
+func podView(p *corev1.Pod, events map[string]string, gpus gpuCount) PodView {
 	pv := PodView{
 		Name:  p.Name,
 		Phase: string(p.Status.Phase),
 		Ready: podutils.IsPodReady(p),
 		Node:  p.Spec.NodeName,
-		GPUs:  requestsOf(&p.Spec, gpuNames).gpus,
+		GPUs:  requestsOf(&p.Spec, gpus).gpus,
 	}
 	// A sample pod given offline without any status says nothing about
 	// readiness; show it as such rather than as stuck.

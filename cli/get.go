@@ -9,11 +9,13 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	kartav1alpha1 "github.com/muster-io/muster/api/v1alpha1"
+	"github.com/muster-io/muster/definition"
 )
 
 const getLong = `List top-level workloads of every kind muster has a definition for, with their
@@ -225,7 +227,7 @@ func (o *GetOptions) run(ctx context.Context) error {
 		}
 		o.addPodGroups(ctx, c, ns, wls, byUID)
 	}
-	rows, filtered := o.rows(ctx, c, wls)
+	rows, filtered := o.rows(ctx, c, ns, wls)
 	if len(rows) == 0 && filtered > 0 && o.Output != "json" && o.Output != "yaml" {
 		fmt.Fprintf(o.ErrOut, "No workloads with phase %s (%d found with other phases).\n", strings.Join(o.Phases, " or "), filtered)
 		return nil
@@ -235,16 +237,30 @@ func (o *GetOptions) run(ctx context.Context) error {
 
 // rows sums up each workload, keeps those with a phase asked for and
 // sorts them by namespace, kind and name; filtered counts the others.
-func (o *GetOptions) rows(ctx context.Context, c *Cluster, wls []listedWorkload) (rows []WorkloadRow, filtered int) {
+func (o *GetOptions) rows(ctx context.Context, c *Cluster, ns string, wls []listedWorkload) (rows []WorkloadRow, filtered int) {
 	now := o.env.Now()
 	rows = make([]WorkloadRow, 0, len(wls))
 	refs := liveRefs(c)
+	templates := map[string][]resourcev1.ResourceClaimTemplate{}
+	if len(wls) > 0 {
+		items, err := listClaimTemplates(ctx, c, ns)
+		if err != nil {
+			o.env.warnf("%v", err)
+		}
+		for _, t := range items {
+			templates[t.Namespace] = append(templates[t.Namespace], t)
+		}
+	}
+	byNamespace := map[string]definition.ClaimTemplates{}
+	for ns, items := range templates {
+		byNamespace[ns] = claimTemplatesByName(items)
+	}
 	for _, w := range wls {
 		rctx, refWarnings := refs.bind(ctx, w.ent.Compiled, w.obj)
 		for _, msg := range refWarnings {
 			o.env.warnf("%s %s/%s: %s", w.obj.GetKind(), w.obj.GetNamespace(), w.obj.GetName(), msg)
 		}
-		row := workloadRow(rctx, w.obj, w.ent, w.pods, w.pgs, now, o.env.gpuNames())
+		row := workloadRow(rctx, w.obj, w.ent, w.pods, w.pgs, now, gpuCount{names: o.env.gpuNames(), templates: byNamespace[w.obj.GetNamespace()]})
 		if len(o.Phases) > 0 && !hasPhase(row, o.Phases) {
 			filtered++
 			continue

@@ -254,7 +254,7 @@ func (o *GetOptions) addPodGroups(ctx context.Context, c *Cluster, ns string, wl
 }
 
 // workloadRow summarises one workload for get.
-func workloadRow(ctx context.Context, obj *unstructured.Unstructured, ent *catalog.Entry, pods []*corev1.Pod, pgs []*podGroupInfo, now time.Time, gpuNames []corev1.ResourceName) WorkloadRow {
+func workloadRow(ctx context.Context, obj *unstructured.Unstructured, ent *catalog.Entry, pods []*corev1.Pod, pgs []*podGroupInfo, now time.Time, gpus gpuCount) WorkloadRow {
 	r := WorkloadRow{
 		Namespace:  obj.GetNamespace(),
 		Kind:       obj.GetKind(),
@@ -287,7 +287,7 @@ func workloadRow(ctx context.Context, obj *unstructured.Unstructured, ent *catal
 			for _, inst := range c.Instances {
 				r.Pods += inst.Pods
 				if inst.Template != nil {
-					r.GPUs += requestsOf(&inst.Template.Spec, gpuNames).gpus * inst.Pods
+					r.GPUs += requestsOf(&inst.Template.Spec, gpus).gpus * inst.Pods
 				}
 			}
 		}

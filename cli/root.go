@@ -192,7 +192,7 @@ func NewRootCommand(env *Env) *cobra.Command {
 	flags := cmd.PersistentFlags()
 	env.ConfigFlags.AddFlags(flags)
 	flags.StringVar(&env.Color, "color", env.Color, "Colorize output: auto (only on a terminal, and not when NO_COLOR is set), always or never")
-	flags.StringSliceVar(&env.GPUResources, "gpu-resource", nil, "Resource names counted as GPUs (default nvidia.com/gpu,amd.com/gpu); repeat or comma-separate")
+	flags.StringSliceVar(&env.GPUResources, "gpu-resource", nil, "Resource names counted as GPUs, and DRA DeviceClasses whose devices pods claim through ResourceClaimTemplates count as GPUs (default nvidia.com/gpu,amd.com/gpu,gpu.nvidia.com,gpu.amd.com); repeat or comma-separate")
 
 	cmd.AddCommand(
 		NewCmdDescribe(env),

@@ -13,9 +13,9 @@ import (
 	"github.com/muster-io/muster/definition/jq"
 )
 
-// DefaultGPUResourceNames are the extended resources counted as GPUs unless
-// configured otherwise.
-var DefaultGPUResourceNames = []corev1.ResourceName{"nvidia.com/gpu", "amd.com/gpu"}
+// DefaultGPUResourceNames are the extended resources, and the DRA
+// DeviceClasses (ClaimGPUs), counted as GPUs unless configured otherwise.
+var DefaultGPUResourceNames = []corev1.ResourceName{"nvidia.com/gpu", "amd.com/gpu", "gpu.nvidia.com", "gpu.amd.com"}
 
 // Options tune compilation and evaluation.
 type Options struct {

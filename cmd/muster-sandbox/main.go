@@ -26,6 +26,7 @@ func main() {
 	fs.BoolVar(&cfg.Keep, "keep", false, "stay up until Ctrl-C or SIGTERM, then shut down cleanly")
 	fs.BoolVar(&cfg.NoExamples, "no-examples", false, "start without operators and example workloads")
 	fs.BoolVar(&cfg.Native, "native", false, "native gangs: Kubernetes' own PodGroups (GenericWorkload gate on), written by the pod-grouper and its webhook, placed by the default kube-scheduler instead of muster-scheduler")
+	fs.BoolVar(&cfg.DRA, "dra", false, "publish the fake GPUs only through DRA: one ResourceSlice per node of --gpus-per-node devices under the DeviceClass gpu.nvidia.com (which also maps nvidia.com/gpu to them), no nvidia.com/gpu in the nodes' allocatable")
 	fs.BoolVar(&cfg.NoMuster, "no-muster", false, "start without muster-scheduler and the pod-grouper, for your own builds (implies --keep; examples are not applied)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: muster-sandbox [flags]
@@ -57,6 +58,10 @@ Examples:
   # Native gangs: the default kube-scheduler places every defined kind's
   # gangs on the pod-grouper's scheduling.k8s.io/v1beta1 PodGroups
   muster-sandbox --native --keep
+
+  # GPUs as DRA devices: pods claim them with ResourceClaimTemplates of
+  # the class gpu.nvidia.com, or ask for nvidia.com/gpu as usual
+  muster-sandbox --dra --keep
 
   # An empty cluster for your own workloads
   muster-sandbox --no-examples --keep

@@ -64,6 +64,14 @@ type Config struct {
 	// examples' namespaces are opted in (muster.io/native-gangs=enabled)
 	// and their pods run on the default scheduler.
 	Native bool
+	// DRA publishes the fake GPUs only through Dynamic Resource
+	// Allocation: no nvidia.com/gpu in the nodes' allocatable, one
+	// ResourceSlice per node of GPUsPerNode devices of the driver and
+	// DeviceClass gpu.nvidia.com (product, memory and an NVLink clique per
+	// rack), and the class maps nvidia.com/gpu to its devices, so pods
+	// asking for nvidia.com/gpu (the examples) get devices as well as pods
+	// with ResourceClaims.
+	DRA bool
 
 	// Stdout gets results (example summaries, the "ready:" line); Stderr
 	// gets progress lines.
@@ -335,8 +343,24 @@ func (sb *sandbox) startControllers(ctx context.Context) error {
 func (sb *sandbox) createNodes(ctx context.Context) error {
 	cfg := sb.cfg
 	topo := localcluster.Topology{Nodes: cfg.Nodes, Zones: cfg.Zones, NodesPerRack: 2, RacksPerBlock: 2}
-	if _, err := sb.cp.CreateNodes(ctx, cfg.Nodes, localcluster.GPUNodes("gpu-node", cfg.GPUsPerNode, topo)); err != nil {
+	gpus := cfg.GPUsPerNode
+	if cfg.DRA {
+		gpus = 0
+	}
+	nodes, err := sb.cp.CreateNodes(ctx, cfg.Nodes, localcluster.GPUNodes("gpu-node", gpus, topo))
+	if err != nil {
 		return err
+	}
+	if cfg.DRA {
+		if err := sb.cp.EnsureGPUDeviceClass(ctx, true); err != nil {
+			return err
+		}
+		if err := sb.cp.PublishGPUs(ctx, nodes, localcluster.DRAGPUs{PerNode: cfg.GPUsPerNode}); err != nil {
+			return err
+		}
+		sb.progress("%d nodes × %d GPUs in %d zones, published through DRA (DeviceClass %s, one ResourceSlice per node; nvidia.com/gpu maps to its devices)",
+			cfg.Nodes, cfg.GPUsPerNode, min(cfg.Zones, cfg.Nodes), localcluster.DRAGPUDriver)
+		return nil
 	}
 	sb.progress("%d nodes × %d GPUs in %d zones", cfg.Nodes, cfg.GPUsPerNode, min(cfg.Zones, cfg.Nodes))
 	return nil
