@@ -34,6 +34,11 @@ const (
 	// AnnotationGrouping on a pod ("none") says the pod-grouper put it in
 	// no gang: it is scheduled alone.
 	AnnotationGrouping = "muster.io/grouping"
+	// AnnotationAllocatedForGang on a ResourceClaim names the gang
+	// ("namespace/name") muster-scheduler allocated the claim for ahead of
+	// its members, because they share it: muster takes the allocation
+	// back when the gang cannot be placed before any member uses it.
+	AnnotationAllocatedForGang = "muster.io/allocated-for-gang"
 	// AnnotationGroupingReason on a pod says why, in at most MaxReasonBytes
 	// (CapReason).
 	AnnotationGroupingReason = "muster.io/grouping-reason"

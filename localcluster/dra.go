@@ -159,3 +159,55 @@ func GPUClaimTemplate(name string, count int64) *resourcev1.ResourceClaimTemplat
 		}},
 	}
 }
+
+// Fake multi-node NVLink domains (NVIDIA's ComputeDomains): one channel
+// device per clique, reachable from every node of the clique, that the
+// members of a job share through one ResourceClaim.
+const (
+	ChannelDriver = "compute-domain.nvidia.com"
+	ChannelClass  = "compute-domain-default-channel.nvidia.com"
+)
+
+// ChannelDeviceClass is the DeviceClass of the clique channels.
+func ChannelDeviceClass() *resourcev1.DeviceClass {
+	return &resourcev1.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: ChannelClass},
+		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
+			CEL: &resourcev1.CELDeviceSelector{Expression: fmt.Sprintf("device.driver == %q", ChannelDriver)},
+		}}},
+	}
+}
+
+// PublishChannels creates one ResourceSlice per value of the nodes' label
+// cliqueLabel, holding one channel device that the nodes of that value
+// reach, and returns the slices' names.
+func (cp *ControlPlane) PublishChannels(ctx context.Context, nodes []*corev1.Node, cliqueLabel string) ([]string, error) {
+	seen := map[string]bool{}
+	var names []string
+	for _, n := range nodes {
+		clique := n.Labels[cliqueLabel]
+		if clique == "" || seen[clique] {
+			continue
+		}
+		seen[clique] = true
+		s := &resourcev1.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: "channel-" + clique},
+			Spec: resourcev1.ResourceSliceSpec{
+				Driver: ChannelDriver,
+				Pool:   resourcev1.ResourcePool{Name: "clique-" + clique, Generation: 1, ResourceSliceCount: 1},
+				NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+					MatchExpressions: []corev1.NodeSelectorRequirement{{Key: cliqueLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{clique}}},
+				}}},
+				Devices: []resourcev1.Device{{
+					Name:       "channel-0",
+					Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{DRAAttrClique: {StringValue: ptr.To(clique)}},
+				}},
+			},
+		}
+		if _, err := cp.Client.ResourceV1().ResourceSlices().Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			return names, fmt.Errorf("channel slice of clique %s: %w", clique, err)
+		}
+		names = append(names, s.Name)
+	}
+	return names, nil
+}

@@ -125,7 +125,33 @@ func (p *Plugin) planFor(ctx context.Context, pod *v1.Pod, pg *schedv1alpha1.Pod
 	if err != nil {
 		return "", fwk.AsStatus(err)
 	}
-	return p.planned(ctx, g, pod, pg, key, pending, result, now)
+	allocated, err := p.devices.AllocateShared(ctx, p.h.ClientSet(), key.String(), pending, p.plannedNodeOf(result))
+	if err != nil {
+		return "", p.noPlacement(ctx, g, pod, pg, key, pending, fmt.Sprintf("gang %s: %v", key, err), seq, now)
+	}
+	node, status := p.planned(ctx, g, pod, pg, key, pending, result, now)
+	if allocated {
+		// This cycle's DynamicResources PreFilter read the shared claims
+		// unallocated; the claims' update queues the member again
+		// (isSchedulableAfterClaimChange), to its planned node.
+		return "", fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: allocated the claims its members share; trying again with them", key))
+	}
+	return node, status
+}
+
+// plannedNodeOf is the node result gives a member, from the snapshot.
+func (p *Plugin) plannedNodeOf(result *plan.Plan) func(*v1.Pod) *v1.Node {
+	return func(m *v1.Pod) *v1.Node {
+		name, ok := result.Assignments[m.UID]
+		if !ok {
+			return nil
+		}
+		ni, err := p.h.SnapshotSharedLister().NodeInfos().Get(name)
+		if err != nil {
+			return nil
+		}
+		return ni.Node()
+	}
 }
 
 // claimsPending says why the gang must wait for its members' claims ("" when
@@ -154,6 +180,11 @@ func (p *Plugin) claimsPending(key types.NamespacedName, pending []*v1.Pod) stri
 // locked.
 func (p *Plugin) noPlacement(ctx context.Context, g *lifecycle.Gang, pod *v1.Pod, pg *schedv1alpha1.PodGroup, key types.NamespacedName, pending []*v1.Pod, msg string, seq int64, now time.Time) *fwk.Status {
 	attempts.WithLabelValues(resultNoPlacement).Inc()
+	// Claims allocated for this gang ahead of its members go back: the
+	// next plan may find room where their devices did not reach.
+	if err := p.devices.ReleaseShared(ctx, p.h.ClientSet(), key.String(), pending); err != nil {
+		klog.FromContext(ctx).Error(err, "Releasing the gang's shared claims", "gang", key)
+	}
 	if g.NoPlacement(msg, now.Add(p.backoff()), seq) {
 		p.recordEvent(pg, v1.EventTypeWarning, "GangUnschedulable", "Scheduling", msg)
 	}

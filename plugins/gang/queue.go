@@ -337,6 +337,13 @@ func (p *Plugin) isSchedulableAfterClaimChange(logger klog.Logger, pod *v1.Pod, 
 		}
 	case oldClaim.Status.Allocation != nil && newClaim.Status.Allocation == nil:
 		return p.capacityHint(logger, pod, "a claim let its devices go; the gang may fit now"), nil
+	case oldClaim.Status.Allocation == nil && newClaim.Status.Allocation != nil:
+		// A claim the gang's members share, allocated for the gang by
+		// its plan (devices.Counter.AllocateShared).
+		if _, key := p.classify(pod); newClaim.Annotations[api.AnnotationAllocatedForGang] == key.String() {
+			logger.V(5).Info("a claim the gang shares was allocated for it", "pod", klog.KObj(pod), "claim", klog.KObj(newClaim))
+			return fwk.Queue, nil
+		}
 	}
 	return fwk.QueueSkip, nil
 }

@@ -6,15 +6,17 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/muster-io/muster/api"
 	"github.com/muster-io/muster/localcluster"
 )
 
 // draPool gives a DRA test its namespace, a muster scheduler of its own and
-// n nodes without nvidia.com/gpu whose GPUs are published only as
+// n nodes (racks of 2) without nvidia.com/gpu whose GPUs are published only as
 // ResourceSlices of perNode devices each, under the DeviceClass
 // gpu.nvidia.com (mapping nvidia.com/gpu to them when extended is set).
 // The class and the slices go when t ends.
@@ -25,7 +27,7 @@ func draPool(t *testing.T, prefix string, n, perNode int, extended bool) (ns, sc
 	sched = "muster-" + ns
 	startGangScheduler(t, sched, nil)
 	testPool(t, ns, n, func(i int) localcluster.NodeSpec {
-		return localcluster.NodeSpec{Labels: localcluster.Topology{}.Labels(i)}
+		return localcluster.NodeSpec{Labels: localcluster.Topology{NodesPerRack: 2}.Labels(i)}
 	})
 	list, err := controlPlane.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: localcluster.PoolLabel + "=" + ns})
 	if err != nil {
@@ -210,4 +212,96 @@ func TestDRAExtendedResourceGang(t *testing.T) {
 	waitUnschedulable(t, ns, "b-0", "nvidia.com/gpu", localcluster.ShortTimeout)
 	noneBound(t, ns, "b", localcluster.ShortTimeout/6)
 	checkAttempts(t, ns, "a", 4)
+}
+
+// The ComputeDomain pattern: members of a gang share one ResourceClaim for
+// a channel of a multi-node NVLink clique (here a rack of 2 nodes), whose
+// device every node of the clique reaches. The gang must land inside one
+// clique: with one node of the first rack full, it goes whole to the
+// second rack, the shared claim allocated once for it, instead of being
+// spread over both racks and planned again and again.
+func TestDRAGangSharesOneClaim(t *testing.T) {
+	ctx := context.Background()
+	ns, sched, nodes := draPool(t, "dra-shared-", 4, 4, false)
+	if _, err := controlPlane.Client.ResourceV1().DeviceClasses().Create(ctx, localcluster.ChannelDeviceClass(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := controlPlane.Client.ResourceV1().DeviceClasses().Delete(ctx, localcluster.ChannelClass, metav1.DeleteOptions{}); err != nil {
+			t.Error(err)
+		}
+	})
+	channels, err := controlPlane.PublishChannels(ctx, nodes, localcluster.RackLabel)
+	t.Cleanup(func() {
+		for _, name := range channels {
+			if err := controlPlane.Client.ResourceV1().ResourceSlices().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(channels) != 2 {
+		t.Fatalf("channels %v, want one per rack", channels)
+	}
+	gpuClaimTemplate(t, ns, "four", 4)
+	// The first node's GPUs are taken.
+	first := nodes[0]
+	for _, n := range nodes {
+		if n.Name < first.Name {
+			first = n
+		}
+	}
+	filler := makePod(ns, podSpec{name: "filler", scheduler: sched, pool: ns, mutate: withClaimTemplate("four"),
+		annotations: map[string]string{api.AnnotationGrouping: api.GroupingNone}})
+	filler.Spec.NodeSelector[localcluster.HostnameLabel] = first.Name
+	filler.Labels["gang"] = "filler"
+	if _, err := controlPlane.Client.CoreV1().Pods(ns).Create(ctx, filler, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitGangBound(t, ns, "filler", 1, localcluster.ShortTimeout)
+
+	if _, err := controlPlane.Client.ResourceV1().ResourceClaims(ns).Create(ctx, &resourcev1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "domain"},
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
+			Name:    "channel",
+			Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: localcluster.ChannelClass, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1},
+		}}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createPodGroup(t, ns, "d", 2, nil)
+	createGangPods(t, ns, 2, podSpec{name: "d", scheduler: sched, pool: ns, gang: "d", mutate: func(p *corev1.Pod) {
+		withClaimTemplate("four")(p)
+		p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, corev1.PodResourceClaim{Name: "domain", ResourceClaimName: ptr.To("domain")})
+		p.Spec.Containers[0].Resources.Claims = append(p.Spec.Containers[0].Resources.Claims, corev1.ResourceClaim{Name: "domain"})
+	}})
+	waitGangBound(t, ns, "d", 2, localcluster.ShortTimeout)
+	rackOf := map[string]string{}
+	for _, n := range nodes {
+		rackOf[n.Name] = n.Labels[localcluster.RackLabel]
+	}
+	pods, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "gang=d"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	racks := map[string]bool{}
+	for _, p := range pods.Items {
+		racks[rackOf[p.Spec.NodeName]] = true
+		if p.Spec.NodeName == first.Name {
+			t.Errorf("member %s on the full node %s", p.Name, first.Name)
+		}
+	}
+	if len(racks) != 1 {
+		t.Errorf("gang d spread over racks %v, want one", racks)
+	}
+	claim, err := controlPlane.Client.ResourceV1().ResourceClaims(ns).Get(ctx, "domain", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claim.Status.Allocation == nil || len(claim.Status.ReservedFor) != 2 {
+		t.Errorf("shared claim: allocation %+v, reserved for %v; want allocated once for both members", claim.Status.Allocation, claim.Status.ReservedFor)
+	}
+	checkAttempts(t, ns, "d", 2)
 }

@@ -26,6 +26,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/dynamic-resource-allocation/structured"
@@ -161,12 +162,7 @@ func (v *View) Request(pod *v1.Pod) map[v1.ResourceName]int64 {
 			if e == nil || e.AdminAccess != nil && *e.AdminAccess {
 				continue
 			}
-			s := spec{class: e.DeviceClassName, all: e.AllocationMode == resourceapi.DeviceAllocationModeAll}
-			for _, sel := range e.Selectors {
-				if sel.CEL != nil {
-					s.selectors = append(s.selectors, sel.CEL.Expression)
-				}
-			}
+			s := spec{class: e.DeviceClassName, selectors: selectorsOf(e.Selectors), all: e.AllocationMode == resourceapi.DeviceAllocationModeAll}
 			count := e.Count
 			if s.all {
 				count = 1
@@ -220,13 +216,7 @@ func (v *View) Free(node *v1.Node, name v1.ResourceName) (int64, bool) {
 
 // count is the free amount of s per node. Call with v.mu held.
 func (v *View) count(s spec) map[string]int64 {
-	if !v.loaded {
-		v.loaded = true
-		v.slices, v.err = v.c.dra.ResourceSlices().ListWithDeviceTaintRules()
-		if v.err == nil {
-			v.taken, v.err = v.c.dra.ResourceClaims().ListAllAllocatedDevices()
-		}
-	}
+	v.load()
 	free := map[string]int64{}
 	if v.err != nil {
 		// Unknown devices count as none: the gang waits rather than
@@ -265,6 +255,19 @@ func (v *View) count(s spec) map[string]int64 {
 		}
 	}
 	return free
+}
+
+// load reads the slices and the allocated devices once. Call with v.mu
+// held.
+func (v *View) load() {
+	if v.loaded {
+		return
+	}
+	v.loaded = true
+	v.slices, v.err = v.c.dra.ResourceSlices().ListWithDeviceTaintRules()
+	if v.err == nil {
+		v.taken, v.err = v.c.dra.ResourceClaims().ListAllAllocatedDevices()
+	}
 }
 
 // match says, per device of sl, whether it is of class and matches s's
@@ -313,4 +316,137 @@ func (c *Counter) matches1(ctx context.Context, exprs []string, d cel.Device) bo
 		}
 	}
 	return true
+}
+
+var _ plan.SharedDevices = &View{}
+
+// Domains implements plan.SharedDevices for the first claim pod names that
+// is not allocated yet: each group of free devices that reach the same
+// nodes and are enough for the claim's first request is a domain. Further
+// requests and claims are left to the DRA Filter.
+func (v *View) Domains(pod *v1.Pod) []plan.Domain {
+	for i := range pod.Spec.ResourceClaims {
+		name := pod.Spec.ResourceClaims[i].ResourceClaimName
+		if name == nil {
+			continue
+		}
+		claim, err := v.c.dra.ResourceClaims().Get(pod.Namespace, *name)
+		if err != nil || claim.Status.Allocation != nil {
+			continue
+		}
+		for _, r := range claim.Spec.Devices.Requests {
+			if e := r.Exactly; e != nil && e.AllocationMode != resourceapi.DeviceAllocationModeAll {
+				return v.domains(spec{class: e.DeviceClassName, selectors: selectorsOf(e.Selectors)}, max(e.Count, 1))
+			}
+		}
+	}
+	return nil
+}
+
+func selectorsOf(sels []resourceapi.DeviceSelector) []string {
+	var out []string
+	for _, sel := range sels {
+		if sel.CEL != nil {
+			out = append(out, sel.CEL.Expression)
+		}
+	}
+	return out
+}
+
+// domains groups the free devices of s by the nodes they reach and keeps
+// the groups of at least count.
+func (v *View) domains(s spec, count int64) []plan.Domain {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := []plan.Domain{}
+	v.load()
+	if v.err != nil {
+		return out
+	}
+	class, err := v.c.dra.DeviceClasses().Get(s.class)
+	if err != nil {
+		return out
+	}
+	type group struct {
+		name  string
+		reach func(*v1.Node) bool
+		n     int64
+	}
+	groups := map[string]*group{}
+	var order []string
+	for _, sl := range v.slices {
+		match := v.c.match(sl, class, s)
+		for k, d := range sl.Spec.Devices {
+			if !match[k] || v.taken.Has(structured.MakeDeviceID(sl.Spec.Driver, sl.Spec.Pool.Name, d.Name)) {
+				continue
+			}
+			key, reach := reachOf(sl, &d)
+			if reach == nil {
+				continue
+			}
+			g, ok := groups[key]
+			if !ok {
+				g = &group{name: sl.Spec.Pool.Name, reach: reach}
+				groups[key] = g
+				order = append(order, key)
+			}
+			g.n++
+		}
+	}
+	for _, key := range order {
+		if g := groups[key]; g.n >= count {
+			out = append(out, plan.Domain{Name: g.name, Reaches: g.reach})
+		}
+	}
+	return out
+}
+
+// reachOf is the nodes a device of sl reaches, and a key equal for devices
+// reaching the same ones; nil when it reaches none this package can tell.
+func reachOf(sl *resourceapi.ResourceSlice, d *resourceapi.Device) (string, func(*v1.Node) bool) {
+	nodeName, sel, all := sl.Spec.NodeName, sl.Spec.NodeSelector, sl.Spec.AllNodes
+	key := "slice/" + sl.Name
+	if sl.Spec.PerDeviceNodeSelection != nil && *sl.Spec.PerDeviceNodeSelection {
+		nodeName, sel, all = d.NodeName, d.NodeSelector, d.AllNodes
+		key += "/" + d.Name
+	}
+	switch {
+	case nodeName != nil:
+		n := *nodeName
+		return "node/" + n, func(node *v1.Node) bool { return node.Name == n }
+	case all != nil && *all:
+		return "all", func(*v1.Node) bool { return true }
+	case sel != nil:
+		ns, err := nodeaffinity.NewNodeSelector(sel)
+		if err != nil {
+			return "", nil
+		}
+		return key, ns.Match
+	}
+	return "", nil
+}
+
+var _ plan.Pinner = &View{}
+
+// Pinned implements plan.Pinner: the node selectors of pod's own allocated
+// claims (a claim allocated for a member whose binding failed stays
+// allocated on its node).
+func (v *View) Pinned(pod *v1.Pod) string {
+	var b strings.Builder
+	for i := range pod.Spec.ResourceClaims {
+		pc := &pod.Spec.ResourceClaims[i]
+		if pc.ResourceClaimName != nil {
+			continue
+		}
+		name, _, err := resourceclaim.Name(pod, pc)
+		if err != nil || name == nil {
+			continue
+		}
+		claim, err := v.c.dra.ResourceClaims().Get(pod.Namespace, *name)
+		if err != nil || claim.Status.Allocation == nil {
+			continue
+		}
+		fmt.Fprintf(&b, "%s=%v;", pc.Name, claim.Status.Allocation.NodeSelector)
+	}
+	return b.String()
 }

@@ -48,3 +48,74 @@ func (p *planner) deviceFree(w *node) {
 		}
 	}
 }
+
+// Domain is a set of nodes one allocation of a claim the members share can
+// serve: every member must go there.
+type Domain struct {
+	// Name names the domain in messages (the device pool).
+	Name string
+	// Reaches says whether a node is in it.
+	Reaches func(*v1.Node) bool
+}
+
+// SharedDevices is implemented by a Devices that knows the claims gang
+// members share (a pod names the claim instead of a template): allocated
+// once, for the first member reserved, such a claim's devices reach some
+// nodes only (a multi-node NVLink domain), and a plan spread over two of
+// them leaves the members outside the first one's unschedulable.
+type SharedDevices interface {
+	// Domains lists the node sets the shared claims of pod that are not
+	// allocated yet could be allocated for; nil when pod has none.
+	Domains(pod *v1.Pod) []Domain
+}
+
+// deviceDomains is the domains the gang's shared claims confine it to, or
+// nil.
+func (p *planner) deviceDomains() []Domain {
+	sd, ok := p.req.Devices.(SharedDevices)
+	if !ok {
+		return nil
+	}
+	for _, s := range p.shapes {
+		if d := sd.Domains(s.Pod); d != nil {
+			return d
+		}
+	}
+	return nil
+}
+
+// domainSets turns the device domains into node sets to plan in, each
+// split by the topology domains when the gang requires one.
+func (p *planner) domainSets(domains []Domain) []domainSet {
+	var sets []domainSet
+	for _, d := range domains {
+		byTopo := map[string][]int{}
+		for i, n := range p.nodes {
+			if node := n.info.Node(); node != nil && d.Reaches(node) {
+				key := ""
+				if p.req.Topology.Required {
+					key = n.domain
+				}
+				byTopo[key] = append(byTopo[key], i)
+			}
+		}
+		for key, idx := range byTopo {
+			name := d.Name
+			if key != "" {
+				name += "/" + key
+			}
+			sets = append(sets, domainSet{name: name, nodes: idx, capacity: p.capacity(idx)})
+		}
+	}
+	return sets
+}
+
+// Pinner is implemented by a Devices that knows which members' claims are
+// allocated already: such a member may go only where its devices are,
+// unlike the members of its spec whose claims are not, so it is planned
+// as a shape of its own.
+type Pinner interface {
+	// Pinned identifies where pod's allocated claims confine it; "" when
+	// they do not.
+	Pinned(pod *v1.Pod) string
+}

@@ -122,7 +122,7 @@ func Compute(ctx context.Context, req Request) (*Plan, error) {
 		req.Filter = r.Without(req.Removed)
 	}
 	p := &planner{ctx: ctx, req: req, dims: newDims()}
-	p.shapes = GroupShapes(req.Pending)
+	p.shapes = groupShapes(req.Pending, req.Devices)
 	for _, s := range p.shapes {
 		p.dims.addRequest(s.PodInfo.CalculateResource().Resource)
 		if req.Devices != nil {
@@ -276,6 +276,14 @@ func (p *planner) candidates() ([]domainSet, error) {
 		all[i] = i
 	}
 	topo := p.req.Topology
+	if domains := p.deviceDomains(); domains != nil {
+		sets := p.domainSets(domains)
+		if len(sets) == 0 {
+			return nil, p.fail(0, "its members share a ResourceClaim that no free device can satisfy")
+		}
+		sortSets(sets)
+		return sets, nil
+	}
 	if topo.Key == "" {
 		return []domainSet{{nodes: all}}, nil
 	}
@@ -307,17 +315,22 @@ func (p *planner) candidates() ([]domainSet, error) {
 	if topo.Required && len(pinned) > 1 {
 		return nil, p.fail(0, fmt.Sprintf("members are already placed in %d %s domains; the constraint needs one", len(pinned), topo.Key))
 	}
-	// Largest free capacity first, then by name for determinism.
+	sortSets(sets)
+	if !topo.Required {
+		sets = append(sets, domainSet{nodes: all, relaxed: true})
+	}
+	return sets, nil
+}
+
+// sortSets orders domains largest free capacity first, then by name for
+// determinism.
+func sortSets(sets []domainSet) {
 	sort.Slice(sets, func(i, j int) bool {
 		if sets[i].capacity != sets[j].capacity {
 			return sets[i].capacity > sets[j].capacity
 		}
 		return sets[i].name < sets[j].name
 	})
-	if !topo.Required {
-		sets = append(sets, domainSet{nodes: all, relaxed: true})
-	}
-	return sets, nil
 }
 
 type domainSet struct {

@@ -52,9 +52,12 @@ type shapeKey struct {
 	Overhead          v1.ResourceList               `json:"o,omitempty"`
 	SchedulingGates   []v1.PodSchedulingGate        `json:"g,omitempty"`
 	OS                *v1.PodOS                     `json:"os,omitempty"`
+	// Pinned is where the pod's allocated claims confine it
+	// (Devices.Pinned): claims differ per member, specs do not.
+	Pinned string `json:"pin,omitempty"`
 }
 
-func keyOf(pod *v1.Pod, res fwk.Resource) string {
+func keyOf(pod *v1.Pod, res fwk.Resource, pinned string) string {
 	k := shapeKey{
 		Requests:          map[string]int64{},
 		NodeName:          pod.Spec.NodeName,
@@ -69,6 +72,7 @@ func keyOf(pod *v1.Pod, res fwk.Resource) string {
 		RuntimeClassName:  pod.Spec.RuntimeClassName,
 		Overhead:          pod.Spec.Overhead,
 		OS:                pod.Spec.OS,
+		Pinned:            pinned,
 	}
 	k.Requests["cpu"] = res.GetMilliCPU()
 	k.Requests["memory"] = res.GetMemory()
@@ -123,13 +127,22 @@ func interfering(pod *v1.Pod) bool {
 
 // GroupShapes groups pods by shape, keeping the first pod of each shape as
 // its representative. Shapes come back in a deterministic order.
-func GroupShapes(pods []*v1.Pod) []*Shape {
+func GroupShapes(pods []*v1.Pod) []*Shape { return groupShapes(pods, nil) }
+
+// groupShapes is GroupShapes with members whose claims devices pins apart
+// in shapes of their own.
+func groupShapes(pods []*v1.Pod, devices Devices) []*Shape {
+	pin, _ := devices.(Pinner)
 	byKey := map[string]*Shape{}
 	var shapes []*Shape
 	for _, pod := range pods {
 		pi, _ := framework.NewPodInfo(pod) // an affinity parse error surfaces in the real Filter
 		res := pi.CalculateResource().Resource
-		key := keyOf(pod, res)
+		pinned := ""
+		if pin != nil {
+			pinned = pin.Pinned(pod)
+		}
+		key := keyOf(pod, res, pinned)
 		s, ok := byKey[key]
 		if !ok {
 			s = &Shape{Key: key, Pod: pod, PodInfo: pi, Interfering: interfering(pod)}
