@@ -144,17 +144,8 @@ func (c *Counter) Pending(pod *v1.Pod) string {
 // a template (shared with other pods, allocated once) take nothing more.
 func (v *View) Request(pod *v1.Pod) map[v1.ResourceName]int64 {
 	var out map[v1.ResourceName]int64
-	for i := range pod.Spec.ResourceClaims {
-		pc := &pod.Spec.ResourceClaims[i]
-		if pc.ResourceClaimName != nil {
-			continue
-		}
-		name, _, err := resourceclaim.Name(pod, pc)
-		if err != nil || name == nil {
-			continue
-		}
-		claim, err := v.c.dra.ResourceClaims().Get(pod.Namespace, *name)
-		if err != nil || claim.Status.Allocation != nil {
+	for _, claim := range v.c.ownClaims(pod) {
+		if claim.Status.Allocation != nil {
 			continue
 		}
 		for _, r := range claim.Spec.Devices.Requests {
@@ -433,6 +424,18 @@ var _ plan.Pinner = &View{}
 // allocated on its node).
 func (v *View) Pinned(pod *v1.Pod) string {
 	var b strings.Builder
+	for _, claim := range v.c.ownClaims(pod) {
+		if claim.Status.Allocation != nil {
+			fmt.Fprintf(&b, "%s=%v;", claim.Name, claim.Status.Allocation.NodeSelector)
+		}
+	}
+	return b.String()
+}
+
+// ownClaims are the claims made for pod from its templates that the
+// scheduler knows.
+func (c *Counter) ownClaims(pod *v1.Pod) []*resourceapi.ResourceClaim {
+	var out []*resourceapi.ResourceClaim
 	for i := range pod.Spec.ResourceClaims {
 		pc := &pod.Spec.ResourceClaims[i]
 		if pc.ResourceClaimName != nil {
@@ -442,11 +445,9 @@ func (v *View) Pinned(pod *v1.Pod) string {
 		if err != nil || name == nil {
 			continue
 		}
-		claim, err := v.c.dra.ResourceClaims().Get(pod.Namespace, *name)
-		if err != nil || claim.Status.Allocation == nil {
-			continue
+		if claim, err := c.dra.ResourceClaims().Get(pod.Namespace, *name); err == nil {
+			out = append(out, claim)
 		}
-		fmt.Fprintf(&b, "%s=%v;", pc.Name, claim.Status.Allocation.NodeSelector)
 	}
-	return b.String()
+	return out
 }
