@@ -107,8 +107,13 @@ func GPUSlice(node *corev1.Node, g DRAGPUs) (*resourcev1.ResourceSlice, error) {
 			},
 		}
 	}
+	var labels map[string]string
+	if pool := node.Labels[PoolLabel]; pool != "" {
+		labels = map[string]string{PoolLabel: pool}
+	}
 	return &resourcev1.ResourceSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: node.Name + "-" + DRAGPUDriver},
+		// The pool label lets a test delete its nodes' slices at once.
+		ObjectMeta: metav1.ObjectMeta{Name: node.Name + "-" + DRAGPUDriver, Labels: labels},
 		Spec: resourcev1.ResourceSliceSpec{
 			Driver:   DRAGPUDriver,
 			NodeName: ptr.To(node.Name),

@@ -188,7 +188,7 @@ func BenchmarkMemory(b *testing.B) {
 		ns := testNamespace(b, "bench-mem-")
 		sched := "mem-" + ns
 		b.Cleanup(func() { cleanupRunOrFail(b, ns) })
-		if err := createBenchNodes(ctx, ns, nodes, 8); err != nil {
+		if err := createBenchNodes(ctx, ns, nodes, 8, false); err != nil {
 			b.Fatal(err)
 		}
 		r := &memRun{memLimit: memLimit}

@@ -59,7 +59,7 @@ func runContention(ctx context.Context, tb testing.TB, s benchSizes, variant str
 		return res, err
 	}
 	defer cleanupRunOrFail(tb, ns)
-	if err := createBenchNodes(ctx, ns, s.Nodes, s.GPUsPerNode); err != nil {
+	if err := createBenchNodes(ctx, ns, s.Nodes, s.GPUsPerNode, false); err != nil {
 		return res, err
 	}
 	gangs := gangNames(s.Gangs, rand.New(rand.NewSource(seed)))

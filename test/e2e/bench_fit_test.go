@@ -29,7 +29,7 @@ func BenchmarkFit(b *testing.B) {
 	ctx := context.Background()
 	ns := testNamespace(b, "bench-fit-")
 	b.Cleanup(func() { cleanupRunOrFail(b, ns) })
-	if err := createBenchNodes(ctx, ns, nodes, 8); err != nil {
+	if err := createBenchNodes(ctx, ns, nodes, 8, false); err != nil {
 		b.Fatal(err)
 	}
 	if err := createPods(ctx, ns, pods, 16, func(i int) *corev1.Pod {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,16 +24,45 @@ import (
 	"github.com/muster-io/muster/localcluster"
 )
 
-// createBenchNodes creates the pool's GPU nodes with 16 concurrent clients.
-func createBenchNodes(ctx context.Context, pool string, n, gpus int) error {
+// createBenchNodes creates the pool's GPU nodes with 16 concurrent clients;
+// with dra, the GPUs are published as one ResourceSlice per node instead
+// of an extended resource, and the pool gets the claim template its pods
+// name (draTemplate, one device each).
+func createBenchNodes(ctx context.Context, pool string, n, gpus int, dra bool) error {
+	if dra {
+		if err := controlPlane.EnsureGPUDeviceClass(ctx, false); err != nil {
+			return err
+		}
+		if _, err := controlPlane.Client.ResourceV1().ResourceClaimTemplates(pool).Create(ctx, localcluster.GPUClaimTemplate(draTemplate, 1), metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
 	return parallel(n, 16, func(i int) error {
-		node, err := localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", pool, i), GPUs: gpus, Pool: pool}.Node()
+		spec := localcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", pool, i), GPUs: gpus, Pool: pool}
+		if dra {
+			spec.GPUs = 0
+		}
+		node, err := spec.Node()
 		if err != nil {
 			return err
 		}
-		_, err = controlPlane.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-		return err
+		if node, err = controlPlane.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		if dra {
+			return controlPlane.PublishGPUs(ctx, []*corev1.Node{node}, localcluster.DRAGPUs{PerNode: gpus})
+		}
+		return nil
 	})
+}
+
+// draTemplate is the claim template of the DRA variants' pods.
+const draTemplate = "gpu"
+
+// draVariant splits a variant name into the scheduler variant it runs and
+// whether its GPUs are DRA devices ("muster-dra": muster, on devices).
+func draVariant(variant string) (base string, dra bool) {
+	return strings.CutSuffix(variant, "-dra")
 }
 
 // parallel runs fn(0..n-1) on workers goroutines and returns the first error.
@@ -62,6 +92,7 @@ func parallel(n, workers int, fn func(i int) error) error {
 
 // createGroups creates the gangs' PodGroups of variant (none for default).
 func createGroups(ctx context.Context, tb testing.TB, variant, ns string, gangs []string, size int) error {
+	variant, _ = draVariant(variant)
 	switch variant {
 	case variantMuster:
 		c := podGroups(tb).SchedulingV1alpha1().PodGroups(ns)
@@ -89,6 +120,7 @@ func createGroups(ctx context.Context, tb testing.TB, variant, ns string, gangs 
 // partial gangs for the default profile too), plus the variant's own gang
 // marker.
 func benchPod(variant, sched, pool, g string, k int) *corev1.Pod {
+	variant, dra := draVariant(variant)
 	req := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), localcluster.DefaultGPUResource: resource.MustParse("1")}
 	sel, tol := localcluster.PoolPlacement(pool)
 	p := &corev1.Pod{
@@ -99,6 +131,13 @@ func benchPod(variant, sched, pool, g string, k int) *corev1.Pod {
 			Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/none",
 				Resources: corev1.ResourceRequirements{Requests: req, Limits: corev1.ResourceList{localcluster.DefaultGPUResource: resource.MustParse("1")}}}},
 		},
+	}
+	if dra {
+		c := &p.Spec.Containers[0]
+		delete(c.Resources.Requests, localcluster.DefaultGPUResource)
+		c.Resources.Limits = nil
+		c.Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+		p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To(draTemplate)}}
 	}
 	switch variant {
 	case variantMuster:
@@ -292,6 +331,9 @@ func cleanupRun(ctx context.Context, ns string) error {
 	if err := controlPlane.DeleteNodes(ctx, localcluster.PoolLabel+"="+ns); err != nil {
 		return err
 	}
+	if err := controlPlane.Client.ResourceV1().ResourceSlices().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: localcluster.PoolLabel + "=" + ns}); err != nil {
+		return err
+	}
 	return controlPlane.DeleteNamespace(ctx, ns)
 }
 
@@ -329,9 +371,25 @@ func prepareBenchRun(ctx context.Context, tb testing.TB, s benchSizes, variant, 
 	if err != nil {
 		return "", nil, err
 	}
-	if err := createBenchNodes(ctx, ns, s.Nodes, s.GPUsPerNode); err != nil {
+	_, dra := draVariant(variant)
+	if err := createBenchNodes(ctx, ns, s.Nodes, s.GPUsPerNode, dra); err != nil {
 		return ns, nil, err
 	}
 	gangs = gangNames(s.Gangs, nil)
 	return ns, gangs, createGroups(ctx, tb, variant, ns, gangs, s.GangSize)
+}
+
+// waitClaims waits until ns holds n ResourceClaims.
+func waitClaims(ctx context.Context, ns string, n int) error {
+	var have int
+	if !waitUntil(ctx, 5*time.Minute, func() bool {
+		list, err := controlPlane.Client.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err == nil {
+			have = len(list.Items)
+		}
+		return have >= n
+	}) {
+		return fmt.Errorf("%d of %d ResourceClaims made after 5m", have, n)
+	}
+	return nil
 }

@@ -29,7 +29,7 @@ func runPreempt(ctx context.Context, tb testing.TB, s preemptSizes, variant stri
 	if err != nil {
 		return res, err
 	}
-	if err := createBenchNodes(ctx, ns, s.Nodes, s.GPUsPerNode); err != nil {
+	if err := createBenchNodes(ctx, ns, s.Nodes, s.GPUsPerNode, false); err != nil {
 		return res, err
 	}
 	lows, highs := prefixedNames("low", s.lowGangs()), prefixedNames("high", s.HighGangs)

@@ -191,6 +191,7 @@ func runSchedBound(ctx context.Context, b *testing.B, bin string, s benchSizes, 
 	res := schedBoundRun{Variant: spec, Rep: rep, Pods: s.pods()}
 	variant, gates, _ := strings.Cut(spec, "+")
 	gates = strings.ReplaceAll(gates, "+", ",")
+	base, dra := draVariant(variant)
 	ns, gangs, err := prepareBenchRun(ctx, b, s, variant, "bench-sb-")
 	if ns != "" {
 		defer cleanupRunOrFail(b, ns)
@@ -210,16 +211,23 @@ func runSchedBound(ctx context.Context, b *testing.B, bin string, s benchSizes, 
 	if !waitUntil(ctx, time.Minute, func() bool { tr.mu.Lock(); defer tr.mu.Unlock(); return len(tr.pods) == s.pods() }) {
 		return res, fmt.Errorf("%s: the tracker saw fewer than %d pods", variant, s.pods())
 	}
+	if dra {
+		// The ResourceClaim controller's pace is not the scheduler's: the
+		// clock starts once every pod's claim exists.
+		if err := waitClaims(ctx, ns, s.pods()); err != nil {
+			return res, fmt.Errorf("%s: %w", variant, err)
+		}
+	}
 
 	profile := profileTo != "" && spec == variantMuster
-	args := []string{"--config", schedulerBinaryConfig(b, variant, sched, profile), "--secure-port=0"}
+	args := []string{"--config", schedulerBinaryConfig(b, base, sched, profile), "--secure-port=0"}
 	port := 0
 	if profile {
 		port = freePort(b)
 		args = []string{args[0], args[1], "--secure-port", strconv.Itoa(port), "--bind-address=127.0.0.1",
 			"--authorization-always-allow-paths=/healthz,/readyz,/livez,/debug/pprof/*"}
 	}
-	switch variant {
+	switch base {
 	case variantMuster:
 		// The shipped settings: the gates the Deployment sets, then the
 		// variant's own (the later value of a gate wins).
