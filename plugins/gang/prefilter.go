@@ -300,7 +300,7 @@ func (p *Plugin) planStillFits(node string, pods []fwk.PodInfo) bool {
 	if err != nil || ni.Node() == nil {
 		return false
 	}
-	return plan.FitsResources(ni, pods, p.devices.View())
+	return plan.FitsResources(ni, pods, p.devices.Lenient())
 }
 
 func (p *Plugin) topology(pg *schedv1alpha1.PodGroup) plan.Topology {

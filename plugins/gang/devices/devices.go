@@ -19,6 +19,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -101,8 +102,11 @@ type View struct {
 	free   map[v1.ResourceName]map[string]int64
 	loaded bool
 	slices []*resourceapi.ResourceSlice
-	taken  sets.Set[structured.DeviceID]
-	err    error
+	// byNode are the slices of each node's own devices.
+	byNode  map[string][]*resourceapi.ResourceSlice
+	classes map[string]*resourceapi.DeviceClass
+	taken   sets.Set[structured.DeviceID]
+	err     error
 }
 
 var _ plan.Devices = &View{}
@@ -194,58 +198,72 @@ func (v *View) Free(node *v1.Node, name v1.ResourceName) (int64, bool) {
 		if class == nil {
 			return 0, false
 		}
+		// Not kept in specs: on the next node the allocatable may carry
+		// the resource.
 		s = spec{class: class.Name}
-		v.specs[name] = s
 	}
 	free, ok := v.free[name]
 	if !ok {
-		free = v.count(s)
+		free = map[string]int64{}
 		v.free[name] = free
 	}
-	return free[node.Name], true
+	f, ok := free[node.Name]
+	if !ok {
+		f = v.count(s, node.Name)
+		free[node.Name] = f
+	}
+	return f, true
 }
 
-// count is the free amount of s per node. Call with v.mu held.
-func (v *View) count(s spec) map[string]int64 {
+// count is the free amount of s on node. Call with v.mu held.
+func (v *View) count(s spec, node string) int64 {
 	v.load()
-	free := map[string]int64{}
 	if v.err != nil {
 		// Unknown devices count as none: the gang waits rather than
 		// being planned onto devices that may be taken.
-		return free
+		return 0
 	}
-	class, err := v.c.dra.DeviceClasses().Get(s.class)
+	class, err := v.class(s.class)
 	if err != nil {
-		return free
+		return 0
 	}
-	total := map[string]int64{}
-	for _, sl := range v.slices {
-		if sl.Spec.NodeName == nil || *sl.Spec.NodeName == "" {
-			continue
-		}
-		node := *sl.Spec.NodeName
+	var free, total int64
+	for _, sl := range v.byNode[node] {
 		match := v.c.match(sl, class, s)
 		for k, d := range sl.Spec.Devices {
 			if !match[k] {
 				continue
 			}
-			total[node]++
+			total++
 			if !v.taken.Has(structured.MakeDeviceID(sl.Spec.Driver, sl.Spec.Pool.Name, d.Name)) {
-				free[node]++
+				free++
 			}
 		}
 	}
 	if s.all {
 		// Every matching device of the node, or none of it.
-		for node, t := range total {
-			if free[node] == t {
-				free[node] = 1
-			} else {
-				free[node] = 0
-			}
+		if total > 0 && free == total {
+			return 1
 		}
+		return 0
 	}
 	return free
+}
+
+// class is the DeviceClass name, read once per view. Call with v.mu held.
+func (v *View) class(name string) (*resourceapi.DeviceClass, error) {
+	if c, ok := v.classes[name]; ok {
+		return c, nil
+	}
+	c, err := v.c.dra.DeviceClasses().Get(name)
+	if err != nil {
+		return nil, err
+	}
+	if v.classes == nil {
+		v.classes = map[string]*resourceapi.DeviceClass{}
+	}
+	v.classes[name] = c
+	return c, nil
 }
 
 // load reads the slices and the allocated devices once. Call with v.mu
@@ -258,6 +276,12 @@ func (v *View) load() {
 	v.slices, v.err = v.c.dra.ResourceSlices().ListWithDeviceTaintRules()
 	if v.err == nil {
 		v.taken, v.err = v.c.dra.ResourceClaims().ListAllAllocatedDevices()
+	}
+	v.byNode = map[string][]*resourceapi.ResourceSlice{}
+	for _, sl := range v.slices {
+		if n := sl.Spec.NodeName; n != nil && *n != "" {
+			v.byNode[*n] = append(v.byNode[*n], sl)
+		}
 	}
 }
 
@@ -354,7 +378,7 @@ func (v *View) domains(s spec, count int64) []plan.Domain {
 	if v.err != nil {
 		return out
 	}
-	class, err := v.c.dra.DeviceClasses().Get(s.class)
+	class, err := v.class(s.class)
 	if err != nil {
 		return out
 	}
@@ -450,4 +474,31 @@ func (c *Counter) ownClaims(pod *v1.Pod) []*resourceapi.ResourceClaim {
 		}
 	}
 	return out
+}
+
+// Lenient is a plan.Devices for a quick check by resources alone (a stored
+// plan still fitting its node): it asks for no devices and finds every
+// resource it would count plentiful. Reading claims and slices for each
+// member's cycle cost more than the whole plan; the DynamicResources Filter
+// judges the devices in that cycle anyway. It keeps a DRA-backed extended
+// resource, which the node's allocatable lacks, from failing the check.
+func (c *Counter) Lenient() plan.Devices {
+	if c == nil {
+		return nil
+	}
+	return lenient{c}
+}
+
+type lenient struct{ c *Counter }
+
+func (lenient) Request(*v1.Pod) map[v1.ResourceName]int64 { return nil }
+
+func (l lenient) Free(node *v1.Node, name v1.ResourceName) (int64, bool) {
+	if node == nil || !v1helper.IsExtendedResourceName(name) {
+		return 0, false
+	}
+	if _, has := node.Status.Allocatable[name]; has || l.c.dra.DeviceClassResolver().GetDeviceClass(name) == nil {
+		return 0, false
+	}
+	return math.MaxInt32, true
 }
