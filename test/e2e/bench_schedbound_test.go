@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -219,7 +220,7 @@ func runSchedBound(ctx context.Context, b *testing.B, bin string, s benchSizes, 
 		}
 	}
 
-	profile := profileTo != "" && spec == variantMuster
+	profile := profileTo != "" && (spec == variantMuster || spec == variantMuster+"-dra")
 	args := []string{"--config", schedulerBinaryConfig(b, base, sched, profile), "--secure-port=0"}
 	port := 0
 	if profile {
@@ -242,10 +243,30 @@ func runSchedBound(ctx context.Context, b *testing.B, bin string, s benchSizes, 
 	if gates != "" {
 		args = append(args, "--feature-gates="+gates)
 	}
+	var kaiBin string
+	if base == variantKAI {
+		// Built before the clock starts (once per source; cached).
+		if kaiBin, err = kaiBinaries(ctx); err != nil {
+			return res, err
+		}
+	}
 	writesBefore := apiWritesByKind()
 	start := time.Now()
-	cmd := startBinary(b, filepath.Join(bin, "muster-scheduler"), args...)
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	var cmd *exec.Cmd
+	procs := []*exec.Cmd{}
+	if base == variantKAI {
+		procs = startKAI(b, kaiBin, sched)
+		cmd = procs[0]
+	} else {
+		cmd = startBinary(b, filepath.Join(bin, "muster-scheduler"), args...)
+		procs = append(procs, cmd)
+	}
+	defer func() {
+		for _, c := range procs {
+			_ = c.Process.Kill()
+			_ = c.Wait()
+		}
+	}()
 	cpuProfile := make(chan error, 1)
 	if profile {
 		go func() {
@@ -274,11 +295,18 @@ func runSchedBound(ctx context.Context, b *testing.B, bin string, s benchSizes, 
 		res.Writes += v - writesBefore[k]
 	}
 	res.WritesByKind = writesDelta(writesBefore, writesAfter)
-	if res.CPU, err = procCPU(cmd.Process.Pid); err != nil {
-		return res, err
-	}
-	if _, res.PeakMiB, err = procMem(cmd.Process.Pid); err != nil {
-		return res, err
+	// KAI is two processes (scheduler and binder): both count.
+	for _, c := range procs {
+		cpu, err := procCPU(c.Process.Pid)
+		if err != nil {
+			return res, err
+		}
+		_, peak, err := procMem(c.Process.Pid)
+		if err != nil {
+			return res, err
+		}
+		res.CPU += cpu
+		res.PeakMiB += peak
 	}
 	tr.mu.Lock()
 	times := append([]time.Time(nil), tr.boundTimes...)

@@ -20,12 +20,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/cel"
@@ -56,12 +56,19 @@ type Counter struct {
 	// matches[slice key + spec key] says, per device of the slice,
 	// whether it matches the spec's class and selectors: CEL is the cost,
 	// and slices change rarely.
-	matches map[string][]bool
+	matches map[matchKey][]bool
+}
+
+// matchKey identifies a slice's verdicts for one kind of request.
+type matchKey struct {
+	slice, class       types.UID
+	sliceGen, classGen int64
+	spec               v1.ResourceName
 }
 
 // New returns a Counter over dra.
 func New(dra fwk.SharedDRAManager) *Counter {
-	return &Counter{dra: dra, cel: cel.NewCache(64, cel.Features{}), matches: map[string][]bool{}}
+	return &Counter{dra: dra, cel: cel.NewCache(64, cel.Features{}), matches: map[matchKey][]bool{}}
 }
 
 // spec is one kind of device request: a class and selectors, for a count
@@ -70,6 +77,14 @@ type spec struct {
 	class     string
 	selectors []string
 	all       bool
+	// key is name(), computed once.
+	key v1.ResourceName
+}
+
+func newSpec(class string, selectors []string, all bool) spec {
+	s := spec{class: class, selectors: selectors, all: all}
+	s.key = s.name()
+	return s
 }
 
 func (s spec) name() v1.ResourceName {
@@ -96,18 +111,19 @@ func (s spec) name() v1.ResourceName {
 type View struct {
 	c *Counter
 
-	mu    sync.Mutex
-	specs map[v1.ResourceName]spec
-	// free[dimension][node]
-	free   map[v1.ResourceName]map[string]int64
+	mu     sync.Mutex
+	specs  map[v1.ResourceName]spec
 	loaded bool
 	slices []*resourceapi.ResourceSlice
 	// byNode are the slices of each node's own devices.
 	byNode  map[string][]*resourceapi.ResourceSlice
 	classes map[string]*resourceapi.DeviceClass
 	taken   sets.Set[structured.DeviceID]
+	takenIn map[poolKey]sets.Set[string]
 	err     error
 }
+
+type poolKey struct{ driver, pool string }
 
 var _ plan.Devices = &View{}
 
@@ -116,7 +132,7 @@ func (c *Counter) View() plan.Devices {
 	if c == nil {
 		return nil
 	}
-	return &View{c: c, specs: map[v1.ResourceName]spec{}, free: map[v1.ResourceName]map[string]int64{}}
+	return &View{c: c, specs: map[v1.ResourceName]spec{}}
 }
 
 // Pending says which of pod's claims the scheduler cannot see yet ("" when
@@ -157,14 +173,14 @@ func (v *View) Request(pod *v1.Pod) map[v1.ResourceName]int64 {
 			if e == nil || e.AdminAccess != nil && *e.AdminAccess {
 				continue
 			}
-			s := spec{class: e.DeviceClassName, selectors: selectorsOf(e.Selectors), all: e.AllocationMode == resourceapi.DeviceAllocationModeAll}
+			s := newSpec(e.DeviceClassName, selectorsOf(e.Selectors), e.AllocationMode == resourceapi.DeviceAllocationModeAll)
 			count := e.Count
 			if s.all {
 				count = 1
 			} else if count == 0 {
 				count = 1
 			}
-			dim := s.name()
+			dim := s.key
 			v.mu.Lock()
 			v.specs[dim] = s
 			v.mu.Unlock()
@@ -200,19 +216,10 @@ func (v *View) Free(node *v1.Node, name v1.ResourceName) (int64, bool) {
 		}
 		// Not kept in specs: on the next node the allocatable may carry
 		// the resource.
-		s = spec{class: class.Name}
+		s = newSpec(class.Name, nil, false)
 	}
-	free, ok := v.free[name]
-	if !ok {
-		free = map[string]int64{}
-		v.free[name] = free
-	}
-	f, ok := free[node.Name]
-	if !ok {
-		f = v.count(s, node.Name)
-		free[node.Name] = f
-	}
-	return f, true
+	// The planner asks once per node and dimension: nothing to keep.
+	return v.count(s, node.Name), true
 }
 
 // count is the free amount of s on node. Call with v.mu held.
@@ -230,12 +237,13 @@ func (v *View) count(s spec, node string) int64 {
 	var free, total int64
 	for _, sl := range v.byNode[node] {
 		match := v.c.match(sl, class, s)
+		taken := v.takenIn[poolKey{sl.Spec.Driver, sl.Spec.Pool.Name}]
 		for k, d := range sl.Spec.Devices {
 			if !match[k] {
 				continue
 			}
 			total++
-			if !v.taken.Has(structured.MakeDeviceID(sl.Spec.Driver, sl.Spec.Pool.Name, d.Name)) {
+			if !taken.Has(d.Name) {
 				free++
 			}
 		}
@@ -277,6 +285,17 @@ func (v *View) load() {
 	if v.err == nil {
 		v.taken, v.err = v.c.dra.ResourceClaims().ListAllAllocatedDevices()
 	}
+	// Taken devices by pool: most pools have none, and interning a
+	// device ID for every device of every node on every plan showed in
+	// the profile.
+	v.takenIn = map[poolKey]sets.Set[string]{}
+	for id := range v.taken {
+		k := poolKey{id.Driver.String(), id.Pool.String()}
+		if v.takenIn[k] == nil {
+			v.takenIn[k] = sets.New[string]()
+		}
+		v.takenIn[k].Insert(id.Device.String())
+	}
 	v.byNode = map[string][]*resourceapi.ResourceSlice{}
 	for _, sl := range v.slices {
 		if n := sl.Spec.NodeName; n != nil && *n != "" {
@@ -288,8 +307,7 @@ func (v *View) load() {
 // match says, per device of sl, whether it is of class and matches s's
 // selectors.
 func (c *Counter) match(sl *resourceapi.ResourceSlice, class *resourceapi.DeviceClass, s spec) []bool {
-	key := string(sl.UID) + "/" + strconv.FormatInt(sl.Generation, 10) + "/" + string(class.UID) + "/" +
-		strconv.FormatInt(class.Generation, 10) + "/" + string(s.name())
+	key := matchKey{slice: sl.UID, sliceGen: sl.Generation, class: class.UID, classGen: class.Generation, spec: s.key}
 	c.mu.Lock()
 	m, ok := c.matches[key]
 	c.mu.Unlock()
@@ -310,7 +328,7 @@ func (c *Counter) match(sl *resourceapi.ResourceSlice, class *resourceapi.Device
 	}
 	c.mu.Lock()
 	if len(c.matches) >= maxMatches {
-		c.matches = map[string][]bool{}
+		c.matches = map[matchKey][]bool{}
 	}
 	c.matches[key] = m
 	c.mu.Unlock()
@@ -351,7 +369,7 @@ func (v *View) Domains(pod *v1.Pod) []plan.Domain {
 		}
 		for _, r := range claim.Spec.Devices.Requests {
 			if e := r.Exactly; e != nil && e.AllocationMode != resourceapi.DeviceAllocationModeAll {
-				return v.domains(spec{class: e.DeviceClassName, selectors: selectorsOf(e.Selectors)}, max(e.Count, 1))
+				return v.domains(newSpec(e.DeviceClassName, selectorsOf(e.Selectors), false), max(e.Count, 1))
 			}
 		}
 	}
