@@ -142,6 +142,9 @@ func benchPod(variant, sched, pool, g string, k int) *corev1.Pod {
 	switch variant {
 	case variantMuster:
 		p.Labels[api.LabelPodGroup] = g
+	case variantKAI:
+		p.Annotations = map[string]string{kaiPodGroupAnnotation: g}
+		p.Labels[kaiQueueLabel] = kaiQueue
 	case variantNative:
 		p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(g)}
 	case variantNativePgr:
@@ -376,6 +379,9 @@ func prepareBenchRun(ctx context.Context, tb testing.TB, s benchSizes, variant, 
 		return ns, nil, err
 	}
 	gangs = gangNames(s.Gangs, nil)
+	if base, _ := draVariant(variant); base == variantKAI {
+		return ns, gangs, prepareKAI(ctx, ns, gangs, s.GangSize, s.Nodes*s.GPUsPerNode)
+	}
 	return ns, gangs, createGroups(ctx, tb, variant, ns, gangs, s.GangSize)
 }
 
