@@ -114,8 +114,10 @@ type Plugin struct {
 	status *statusUpdater
 
 	// devices counts the DRA devices members' claims take (nil without
-	// DRA in this scheduler).
-	devices *devices.Counter
+	// DRA in this scheduler); claimRetries holds the gangs with a retry
+	// timer waiting for their claims (retryForClaims).
+	devices      *devices.Counter
+	claimRetries sync.Map
 
 	// executor evicts preemption victims the way DefaultPreemption does.
 	executor  *preemption.Executor

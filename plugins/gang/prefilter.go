@@ -112,6 +112,7 @@ func (p *Plugin) planFor(ctx context.Context, pod *v1.Pod, pg *schedv1alpha1.Pod
 		// at once, maybe before any handler of ours sees the change, and
 		// must then plan.
 		attempts.WithLabelValues(resultNoPlacement).Inc()
+		p.retryForClaims(key)
 		return "", fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
 	result, err := plan.Compute(ctx, req)
@@ -172,6 +173,33 @@ func (p *Plugin) claimsPending(key types.NamespacedName, pending []*v1.Pod) stri
 		return ""
 	}
 	return fmt.Sprintf("gang %s: waiting for the ResourceClaims of %d members (made from their pods' ResourceClaimTemplates by the ResourceClaim controller): %s", key, n, first)
+}
+
+// claimRetry is how soon a gang waiting for its members' claims is tried
+// again. The claims' events do not always come after the wait: the
+// scheduler's claim cache follows its informer on a goroutine of its own,
+// so a claim can reach it after its Add event was weighed, and the gang
+// then slept in the unschedulable pool until the queue's five-minute flush
+// (one gang of 500 in scenario 1b with DRA, bound after 331 s).
+const claimRetry = time.Second
+
+// retryForClaims queues the gang's unbound members again after claimRetry,
+// one timer per gang at a time. The timer takes no lock of the plugin's
+// but the scheduling queue's (activate).
+func (p *Plugin) retryForClaims(key types.NamespacedName) {
+	if _, pending := p.claimRetries.LoadOrStore(key, true); pending {
+		return
+	}
+	time.AfterFunc(claimRetry, func() {
+		p.claimRetries.Delete(key)
+		var pods []*v1.Pod
+		for _, m := range p.members(key) {
+			if m.Spec.NodeName == "" {
+				pods = append(pods, m)
+			}
+		}
+		p.activate(pods...)
+	})
 }
 
 // noPlacement is planFor's answer when the gang has no placement: the gang
