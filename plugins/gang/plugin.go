@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -118,6 +119,10 @@ type Plugin struct {
 	// timer waiting for their claims (retryForClaims).
 	devices      *devices.Counter
 	claimRetries sync.Map
+	// claimWake holds the pods whose claim was just created, to be
+	// queued again once the scheduler's claim cache has it (onClaimAdd).
+	claimWakeMu sync.Mutex
+	claimWake   map[types.NamespacedName]bool
 
 	// executor evicts preemption victims the way DefaultPreemption does.
 	executor  *preemption.Executor
@@ -193,6 +198,11 @@ func newPlugin(ctx context.Context, args *Args, h fwk.Handle, pgClient pgclients
 
 	if dra := h.SharedDRAManager(); dra != nil {
 		p.devices = devices.New(dra)
+		if _, err := h.SharedInformerFactory().Resource().V1().ResourceClaims().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: p.onClaimAdd,
+		}); err != nil {
+			return nil, fmt.Errorf("%s: ResourceClaim handler: %w", Name, err)
+		}
 	}
 	p.executor = preemption.NewExecutor(h, feature.Features{})
 	// PodDisruptionBudgets weigh in the victim order as in DefaultPreemption.
@@ -351,6 +361,54 @@ func (p *Plugin) podGroup(key types.NamespacedName) *schedv1alpha1.PodGroup {
 		return nil
 	}
 	return pg
+}
+
+// onClaimAdd queues again, a moment later, the gang member a new claim was
+// made for. The DynamicResources plugin's PreEnqueue holds a pod back
+// until its claim is in the scheduler's claim cache, and the claim's event
+// releases it; but that cache follows the informer on its own goroutine,
+// and a pod that entered the queue while the event was being handled
+// missed it and slept until the queue's five-minute flush (a gang of 500
+// in scenario 1b with DRA, bound after 331 s). Pods scheduled alone are
+// not the plugin's to wake.
+func (p *Plugin) onClaimAdd(obj any) {
+	claim, ok := obj.(*resourceapi.ResourceClaim)
+	if !ok {
+		return
+	}
+	p.claimWakeMu.Lock()
+	defer p.claimWakeMu.Unlock()
+	first := len(p.claimWake) == 0
+	for _, ref := range claim.OwnerReferences {
+		if ref.Kind == "Pod" && ref.APIVersion == "v1" {
+			if p.claimWake == nil {
+				p.claimWake = map[types.NamespacedName]bool{}
+			}
+			p.claimWake[types.NamespacedName{Namespace: claim.Namespace, Name: ref.Name}] = true
+		}
+	}
+	if first && len(p.claimWake) > 0 {
+		time.AfterFunc(claimRetry, p.wakeClaimOwners)
+	}
+}
+
+// wakeClaimOwners activates the pending gang members onClaimAdd noted.
+func (p *Plugin) wakeClaimOwners() {
+	p.claimWakeMu.Lock()
+	keys := p.claimWake
+	p.claimWake = nil
+	p.claimWakeMu.Unlock()
+	var pods []*v1.Pod
+	for k := range keys {
+		pod, err := p.podLister.Pods(k.Namespace).Get(k.Name)
+		if err != nil || pod.Spec.NodeName != "" {
+			continue
+		}
+		if kind, _ := p.classify(pod); kind == kindMember {
+			pods = append(pods, pod)
+		}
+	}
+	p.activate(pods...)
 }
 
 // activate moves pods waiting in the unschedulable pool back to the active

@@ -243,6 +243,8 @@ func runSchedBound(ctx context.Context, b *testing.B, bin string, s benchSizes, 
 	if gates != "" {
 		args = append(args, "--feature-gates="+gates)
 	}
+	// MUSTER_BENCH_SB_ARGS: more flags for the scheduler binary, e.g. -v=3.
+	args = append(args, strings.Fields(os.Getenv("MUSTER_BENCH_SB_ARGS"))...)
 	var kaiBin string
 	if base == variantKAI {
 		// Built before the clock starts (once per source; cached).

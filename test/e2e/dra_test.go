@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -304,4 +305,37 @@ func TestDRAGangSharesOneClaim(t *testing.T) {
 		t.Errorf("shared claim: allocation %+v, reserved for %v; want allocated once for both members", claim.Status.Allocation, claim.Status.ReservedFor)
 	}
 	checkAttempts(t, ns, "d", 2)
+}
+
+// One cluster, two kinds of GPU nodes: two publish nvidia.com/gpu as an
+// extended resource, two only as DRA devices of the class that maps it. A
+// gang of 4 members asking for 4 nvidia.com/gpu each binds whole across
+// both kinds, one member per node, the DRA members' GPUs allocated as
+// devices.
+func TestDRAMixedNodesGang(t *testing.T) {
+	ctx := context.Background()
+	ns, sched, _ := draPool(t, "dra-mixed-", 2, 4, true)
+	if _, err := controlPlane.CreateNodes(ctx, 2, func(i int) localcluster.NodeSpec {
+		return localcluster.NodeSpec{Name: fmt.Sprintf("%s-ext-%d", ns, i), GPUs: 4, Pool: ns}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	createPodGroup(t, ns, "m", 4, nil)
+	createGangPods(t, ns, 4, podSpec{name: "m", scheduler: sched, pool: ns, gang: "m", gpus: 4})
+	waitGangBound(t, ns, "m", 4, localcluster.ShortTimeout)
+	pods, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "gang=m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onNode, viaDevices := map[string]bool{}, 0
+	for _, p := range pods.Items {
+		onNode[p.Spec.NodeName] = true
+		if p.Status.ExtendedResourceClaimStatus != nil {
+			viaDevices++
+		}
+	}
+	if len(onNode) != 4 || viaDevices != 2 {
+		t.Errorf("gang m on %d nodes, %d members with devices; want 4 nodes, 2 of them DRA", len(onNode), viaDevices)
+	}
+	checkAttempts(t, ns, "m", 4)
 }
