@@ -120,7 +120,7 @@ func startBinary(b *testing.B, path string, args ...string) *exec.Cmd {
 // startBinaryEnv is startBinary with env added to the benchmark's own
 // environment (GOMEMLIMIT for one child, not for the test process that
 // hosts the API server).
-func startBinaryEnv(b *testing.B, env []string, path string, args ...string) *exec.Cmd {
+func startBinaryEnv(b testing.TB, env []string, path string, args ...string) *exec.Cmd {
 	logDir := os.Getenv("MUSTER_BENCH_OUT")
 	if logDir == "" {
 		logDir = b.TempDir()

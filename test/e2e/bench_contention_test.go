@@ -63,14 +63,32 @@ func runContention(ctx context.Context, tb testing.TB, s benchSizes, variant str
 		return res, err
 	}
 	gangs := gangNames(s.Gangs, rand.New(rand.NewSource(seed)))
-	if err := createGroups(ctx, tb, variant, ns, gangs, s.GangSize); err != nil {
-		return res, err
-	}
 	sched := "bench-" + variant + "-" + ns
 	writes := newWriteCounter()
-	stop, err := startBenchScheduler(ctx, tb, variant, sched, true, writes)
-	if err != nil {
-		return res, err
+	var stop func()
+	if variant == variantKAI {
+		// KAI runs as its own processes (bench_kai_test.go).
+		bin, err := kaiBinaries(ctx)
+		if err != nil {
+			return res, err
+		}
+		if err := prepareKAI(ctx, ns, gangs, s.GangSize, s.Nodes*s.GPUsPerNode); err != nil {
+			return res, err
+		}
+		procs := startKAI(tb, bin, sched)
+		stop = func() {
+			for _, c := range procs {
+				_ = c.Process.Kill()
+				_ = c.Wait()
+			}
+		}
+	} else {
+		if err := createGroups(ctx, tb, variant, ns, gangs, s.GangSize); err != nil {
+			return res, err
+		}
+		if stop, err = startBenchScheduler(ctx, tb, variant, sched, true, writes); err != nil {
+			return res, err
+		}
 	}
 	defer stop()
 	writes.start()

@@ -203,7 +203,7 @@ func createKAIPodGroups(ctx context.Context, ns string, gangs []string, size int
 // client limits every variant of 1b gets, and returns them (scheduler
 // first). The scheduling period is KAI's default (1 s); the binder's
 // concurrency is its scale test's (100 workers).
-func startKAI(b *testing.B, bin, sched string) []*exec.Cmd {
+func startKAI(b testing.TB, bin, sched string) []*exec.Cmd {
 	qps := envInt("MUSTER_BENCH_SB_QPS", 1000)
 	env := []string{"KUBECONFIG=" + controlPlane.KubeconfigPath}
 	binder := startBinaryEnv(b, env, filepath.Join(bin, "binder"),
