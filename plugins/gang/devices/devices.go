@@ -202,15 +202,7 @@ func (v *View) Free(node *v1.Node, name v1.ResourceName) (int64, bool) {
 	defer v.mu.Unlock()
 	s, ok := v.specs[name]
 	if !ok {
-		// A DRA-backed extended resource: the node does not carry it in
-		// its allocatable, and a DeviceClass maps it to devices.
-		if !v1helper.IsExtendedResourceName(name) {
-			return 0, false
-		}
-		if _, has := node.Status.Allocatable[name]; has {
-			return 0, false
-		}
-		class := v.c.dra.DeviceClassResolver().GetDeviceClass(name)
+		class := v.c.backing(node, name)
 		if class == nil {
 			return 0, false
 		}
@@ -512,11 +504,22 @@ type lenient struct{ c *Counter }
 func (lenient) Request(*v1.Pod) map[v1.ResourceName]int64 { return nil }
 
 func (l lenient) Free(node *v1.Node, name v1.ResourceName) (int64, bool) {
-	if node == nil || !v1helper.IsExtendedResourceName(name) {
-		return 0, false
-	}
-	if _, has := node.Status.Allocatable[name]; has || l.c.dra.DeviceClassResolver().GetDeviceClass(name) == nil {
+	if node == nil || l.c.backing(node, name) == nil {
 		return 0, false
 	}
 	return math.MaxInt32, true
+}
+
+// backing is the DeviceClass that gives node the extended resource name
+// as devices (a DRA-backed extended resource): nil when name is no
+// extended resource, the node's allocatable carries it, or no class maps
+// it.
+func (c *Counter) backing(node *v1.Node, name v1.ResourceName) *resourceapi.DeviceClass {
+	if !v1helper.IsExtendedResourceName(name) {
+		return nil
+	}
+	if _, has := node.Status.Allocatable[name]; has {
+		return nil
+	}
+	return c.dra.DeviceClassResolver().GetDeviceClass(name)
 }
