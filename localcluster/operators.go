@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/muster-io/muster/localcluster/operators"
 )
 
@@ -62,6 +64,19 @@ func (o *Operator) LogTail(n int) string {
 // instead, and StartOperator returns once /readyz answers. Install its CRDs
 // first (InstallOperatorCRDs), ideally before StartControllers.
 func StartOperator(ctx context.Context, cp *ControlPlane, name string) (*Operator, error) {
+	return StartOperatorWith(ctx, cp, name, OperatorOptions{})
+}
+
+// OperatorOptions change how StartOperatorWith runs an operator.
+type OperatorOptions struct {
+	// Config, when set, replaces operator.yaml's config: the rest of the
+	// operator's Configuration (a YAML mapping), merged into what
+	// StartOperator writes, whose keys it may not set.
+	Config string
+}
+
+// StartOperatorWith is StartOperator with options.
+func StartOperatorWith(ctx context.Context, cp *ControlPlane, name string, opts OperatorOptions) (*Operator, error) {
 	if err := cp.live(); err != nil {
 		return nil, err
 	}
@@ -90,6 +105,9 @@ func StartOperator(ctx context.Context, cp *ControlPlane, name string) (*Operato
 		// No webhook server to wait for: serve the health probe on the
 		// port instead.
 		probe = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	}
+	if opts.Config != "" {
+		spec.Config = opts.Config
 	}
 	configPath, caBundle, err := writeOperatorConfig(dir, name, spec, port, probe)
 	if err != nil {
@@ -146,11 +164,34 @@ internalCertManagement: {enable: false}
 metrics: {bindAddress: "0"}
 health: {healthProbeBindAddress: %q}
 `, spec.ConfigAPI, probe) + webhook
+	merged, err := mergeConfig(config, spec.Config)
+	if err != nil {
+		return "", nil, fmt.Errorf("operator %s: config: %w", name, err)
+	}
 	configPath = filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
+	if err := os.WriteFile(configPath, merged, 0o600); err != nil {
 		return "", nil, err
 	}
 	return configPath, caBundle, nil
+}
+
+// mergeConfig adds the keys of the YAML mapping extra to those of base; a
+// key in both is an error (base holds what the harness must decide).
+func mergeConfig(base, extra string) ([]byte, error) {
+	var b, e map[string]any
+	if err := yaml.Unmarshal([]byte(base), &b); err != nil {
+		return nil, err
+	}
+	if err := yaml.Unmarshal([]byte(extra), &e); err != nil {
+		return nil, err
+	}
+	for k, v := range e {
+		if _, ok := b[k]; ok {
+			return nil, fmt.Errorf("%s: set by the harness (leader election, certificates, metrics, probe and webhook server are its)", k)
+		}
+		b[k] = v
+	}
+	return yaml.Marshal(b)
 }
 
 // startOperatorProcess runs bin with args, its output in logPath, and

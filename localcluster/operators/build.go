@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -79,6 +80,14 @@ func Build(ctx context.Context, name string) (string, error) {
 		h.Write(b)
 	}
 	h.Write([]byte(runtime.Version()))
+	if len(spec.SourcePatches) > 0 {
+		// Patches change the binary: a new patch is a new cache entry.
+		b, err := json.Marshal(spec.SourcePatches)
+		if err != nil {
+			return "", err
+		}
+		h.Write(b)
+	}
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		cache = os.TempDir()
@@ -97,11 +106,84 @@ func Build(ctx context.Context, name string) (string, error) {
 	// build never leaves a half-written binary at the cached path.
 	tmp := bin + ".tmp-" + strconv.Itoa(os.Getpid())
 	defer os.Remove(tmp)
-	if _, err := goCmd(ctx, dir, "build", "-o", tmp, spec.MainPackage); err != nil {
+	args := []string{"build", "-o", tmp}
+	pkg := spec.MainPackage
+	if len(spec.SourcePatches) > 0 {
+		overlay, patched, err := writeOverlay(ctx, name, spec, dir, filepath.Dir(bin))
+		if err != nil {
+			return "", err
+		}
+		args, pkg = append(args, "-overlay", overlay), patched
+	}
+	if _, err := goCmd(ctx, dir, append(args, pkg)...); err != nil {
 		return "", fmt.Errorf("build operator %s: %w", name, err)
 	}
 	if err := os.Rename(tmp, bin); err != nil {
 		return "", err
 	}
 	return bin, nil
+}
+
+// writeOverlay makes the operator's patched main package for go build
+// -overlay, which may not replace files in the module cache: every Go file
+// of the main package's directory, patched, under patched/ in the
+// operator's own module directory (dir, which exists only in the
+// overlay), so it builds against the same pinned modules. It writes the
+// patched files and the overlay file into cacheDir and returns the overlay
+// file and the package to build. Only files of the main package can be
+// patched, which is all a hard-coded path in a command has needed.
+func writeOverlay(ctx context.Context, name string, spec Spec, dir, cacheDir string) (overlay, pkg string, err error) {
+	modDir, err := ModuleDir(ctx, name)
+	if err != nil {
+		return "", "", err
+	}
+	rel, ok := strings.CutPrefix(spec.MainPackage, spec.Module)
+	if !ok || (rel != "" && !strings.HasPrefix(rel, "/")) {
+		return "", "", fmt.Errorf("operator %s: sourcePatches: mainPackage %s is not in module %s", name, spec.MainPackage, spec.Module)
+	}
+	rel = strings.TrimPrefix(rel, "/")
+	srcDir := filepath.Join(modDir, filepath.FromSlash(rel))
+	files := map[string]string{} // base name → content
+	entries, err := os.ReadDir(srcDir)
+	if err != nil {
+		return "", "", fmt.Errorf("operator %s: %w", name, err)
+	}
+	for _, e := range entries {
+		if n := e.Name(); !e.IsDir() && strings.HasSuffix(n, ".go") && !strings.HasSuffix(n, "_test.go") {
+			b, err := os.ReadFile(filepath.Join(srcDir, n))
+			if err != nil {
+				return "", "", err
+			}
+			files[n] = string(b)
+		}
+	}
+	for i, p := range spec.SourcePatches {
+		base := filepath.Base(p.File)
+		src, ok := files[base]
+		if !ok || filepath.ToSlash(filepath.Dir(p.File)) != path.Clean(rel) {
+			return "", "", fmt.Errorf("operator %s: sourcePatches[%d]: %s is not a file of the main package %s", name, i, p.File, spec.MainPackage)
+		}
+		if n := strings.Count(src, p.Replace); n != 1 {
+			return "", "", fmt.Errorf("operator %s: sourcePatches[%d]: %s holds %q %d times, want once: the patch does not fit this version of %s", name, i, p.File, p.Replace, n, spec.Module)
+		}
+		files[base] = strings.Replace(src, p.Replace, p.With, 1)
+	}
+	patchedDir := filepath.Join(cacheDir, "patched")
+	if err := os.MkdirAll(patchedDir, 0o755); err != nil {
+		return "", "", err
+	}
+	replace := map[string]string{}
+	for n, content := range files {
+		backing := filepath.Join(patchedDir, n)
+		if err := os.WriteFile(backing, []byte(content), 0o644); err != nil {
+			return "", "", err
+		}
+		replace[filepath.Join(dir, "patched", n)] = backing
+	}
+	b, err := json.Marshal(map[string]any{"Replace": replace})
+	if err != nil {
+		return "", "", err
+	}
+	overlay = filepath.Join(cacheDir, "overlay.json")
+	return overlay, "./patched", os.WriteFile(overlay, b, 0o644)
 }

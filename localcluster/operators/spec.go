@@ -43,6 +43,25 @@ type Spec struct {
 	// differently, and every one must turn off leader election, metrics and
 	// probes on fixed ports.
 	Args []string `json:"args"`
+	// Config is more of the operator's Configuration (a YAML mapping),
+	// merged into what StartOperator writes (leader election, metrics,
+	// probe and webhook server); it may not set those keys. A caller of
+	// StartOperator may pass its own instead.
+	Config string `json:"config,omitempty"`
+	// SourcePatches change the operator's source for the build (go build
+	// -overlay), for what it hard-codes that a local process cannot have
+	// (a certificate path under /etc). Each replaces one exact text that
+	// must occur once, so a new version that moved it fails the build
+	// instead of building unpatched.
+	SourcePatches []SourcePatch `json:"sourcePatches,omitempty"`
+}
+
+// SourcePatch replaces the text Replace, which must occur exactly once in
+// File (a path inside the module), with With.
+type SourcePatch struct {
+	File    string `json:"file"`
+	Replace string `json:"replace"`
+	With    string `json:"with"`
 }
 
 const specFile = "operator.yaml"
@@ -84,6 +103,23 @@ func Parse(file string, data []byte) (Spec, error) {
 	}
 	if spec.PodLabel != "" && spec.Webhooks == "" {
 		return spec, fmt.Errorf("%s: podLabel: only pod webhooks use it, and webhooks is empty", file)
+	}
+	if spec.Config != "" && spec.ConfigAPI == "" {
+		return spec, fmt.Errorf("%s: config: needs configAPI", file)
+	}
+	if spec.Config != "" {
+		var m map[string]any
+		if err := yaml.Unmarshal([]byte(spec.Config), &m); err != nil {
+			return spec, fmt.Errorf("%s: config: %w", file, err)
+		}
+	}
+	for i, p := range spec.SourcePatches {
+		switch {
+		case p.File == "" || p.Replace == "":
+			return spec, fmt.Errorf("%s: sourcePatches[%d]: file and replace are required", file, i)
+		case filepath.IsAbs(p.File) || strings.HasPrefix(filepath.Clean(p.File), ".."):
+			return spec, fmt.Errorf("%s: sourcePatches[%d]: file %q: must be a path inside the module", file, i, p.File)
+		}
 	}
 	if spec.Webhooks != "" && spec.ConfigAPI == "" {
 		// The Configuration file is where the webhook server learns its

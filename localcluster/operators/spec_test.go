@@ -55,6 +55,15 @@ func TestParseOperatorSpec(t *testing.T) {
 		{name: "configAPI never passed", yaml: head + hooks + "args: ['--kubeconfig={{kubeconfig}}']\n", err: "no arg passes {{config}}"},
 		{name: "nothing to wait on", yaml: head + "args: ['--kubeconfig={{kubeconfig}}']\n", err: "args: no {{probe}}"},
 		{name: "webhooks without configAPI", yaml: head + "webhooks: config/webhook.yaml\nargs: ['--kubeconfig={{kubeconfig}}', '--probe={{probe}}']\n", err: "webhooks: needs configAPI"},
+		{
+			name: "config and source patches",
+			yaml: head + hooks + args + "config: |\n  integrations: {frameworks: [batch/job]}\nsourcePatches:\n- {file: cmd/main.go, replace: '\"/etc/x\"', with: 'dir'}\n",
+			want: []string{"--kubeconfig=/tmp/kc", "--config=/tmp/cfg.yaml", "--probe=127.0.0.1:9"},
+		},
+		{name: "config without configAPI", yaml: head + "config: 'a: 1'\nargs: ['--kubeconfig={{kubeconfig}}', '--probe={{probe}}']\n", err: "config: needs configAPI"},
+		{name: "config not a mapping", yaml: head + hooks + args + "config: '[1, 2]'\n", err: "config: "},
+		{name: "patch without replace", yaml: head + hooks + args + "sourcePatches: [{file: cmd/main.go, with: x}]\n", err: "sourcePatches[0]: file and replace are required"},
+		{name: "patch outside the module", yaml: head + hooks + args + "sourcePatches: [{file: ../x.go, replace: a, with: b}]\n", err: "must be a path inside the module"},
 		{name: "podLabel without webhooks", yaml: head + "podLabel: example.com/name\nargs: ['--kubeconfig={{kubeconfig}}', '--probe={{probe}}']\n", err: "podLabel: only pod webhooks use it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

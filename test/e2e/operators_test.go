@@ -37,22 +37,41 @@ var operatorMu sync.Mutex
 // removes its webhooks) when the test ends. Operators run one at a time.
 func startOperator(t *testing.T, name string) *localcluster.Operator {
 	t.Helper()
-	if err := operatorCRDErr[name]; err != nil {
-		t.Fatalf("CRDs of %s: %v", name, err)
+	return startOperators(t, operatorRun{name: name})[0]
+}
+
+// operatorRun is one operator startOperators runs, with its options.
+type operatorRun struct {
+	name string
+	opts localcluster.OperatorOptions
+}
+
+// startOperators runs several operators together for one test (a queue
+// in front of a workload's operator), under the one lock.
+func startOperators(t *testing.T, runs ...operatorRun) []*localcluster.Operator {
+	t.Helper()
+	for _, r := range runs {
+		if err := operatorCRDErr[r.name]; err != nil {
+			t.Fatalf("CRDs of %s: %v", r.name, err)
+		}
 	}
 	operatorMu.Lock()
 	t.Cleanup(operatorMu.Unlock)
-	op, err := localcluster.StartOperator(t.Context(), controlPlane, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("%s log (last 30 lines):\n%s", name, op.LogTail(30))
+	var ops []*localcluster.Operator
+	for _, r := range runs {
+		op, err := localcluster.StartOperatorWith(t.Context(), controlPlane, r.name, r.opts)
+		if err != nil {
+			t.Fatal(err)
 		}
-		op.Stop()
-	})
-	return op
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("%s log (last 30 lines):\n%s", r.name, op.LogTail(30))
+			}
+			op.Stop()
+		})
+		ops = append(ops, op)
+	}
+	return ops
 }
 
 func TestOperatorJobSetLeaderAndWorkers(t *testing.T) {

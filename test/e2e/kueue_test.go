@@ -1,0 +1,218 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/muster-io/muster/localcluster"
+)
+
+// Kueue in front of muster: the real Kueue (operator "kueue") admits
+// workloads by quota, muster-scheduler places each admitted gang whole.
+
+var kueueWorkloadsGVR = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "workloads"}
+
+// startKueue runs Kueue with the operator's configuration plus extra (YAML
+// keys of Kueue's Configuration, e.g. waitForPodsReady), together with the
+// operators the test's workloads need.
+func startKueue(t *testing.T, extra string, operators ...string) {
+	t.Helper()
+	ensureNamespace(t, "kueue-system")
+	opts := localcluster.OperatorOptions{}
+	if extra != "" {
+		opts.Config = kueueBaseConfig + extra
+	}
+	runs := []operatorRun{{name: "kueue", opts: opts}}
+	for _, name := range operators {
+		runs = append(runs, operatorRun{name: name})
+	}
+	startOperators(t, runs...)
+}
+
+// kueueBaseConfig is operator.yaml's config for Kueue, which a test's
+// extra configuration extends (Config replaces it whole).
+const kueueBaseConfig = `namespace: kueue-system
+manageJobsWithoutQueueName: false
+integrations:
+  frameworks: [batch/job, jobset.x-k8s.io/jobset, ray.io/rayjob, ray.io/raycluster, leaderworkerset.x-k8s.io/leaderworkerset]
+`
+
+func ensureNamespace(t *testing.T, name string) {
+	t.Helper()
+	_, err := controlPlane.Client.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// kueueQueues makes the test's ResourceFlavor and ClusterQueue (named ns)
+// with gpus GPUs of quota and the LocalQueue "default" in ns, and removes
+// the cluster-scoped two when the test ends.
+func kueueQueues(t *testing.T, ns string, gpus int, preempt bool) {
+	t.Helper()
+	applyYAML(t, ns, localcluster.KueueQueuesYAML(localcluster.KueueQueues{
+		ClusterQueue: ns, Namespace: ns, LocalQueue: "default", GPUs: gpus, PreemptLowerPriority: preempt,
+	}))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, r := range []string{"clusterqueues", "resourceflavors"} {
+			gvr := schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: r}
+			if err := controlPlane.Dynamic.Resource(gvr).Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("delete %s %s: %v", r, ns, err)
+			}
+		}
+	})
+}
+
+// kueueJobSetYAML is a JobSet of one replicated Job of pods pods with gpus
+// GPUs each, submitted to the LocalQueue "default", placed on pool by
+// sched; priorityClass, if set, is the pods' and Kueue's priority.
+func kueueJobSetYAML(name, pool, sched string, pods, gpus int, priorityClass string) string {
+	prio := ""
+	if priorityClass != "" {
+		prio = "\n            priorityClassName: " + priorityClass
+	}
+	return fmt.Sprintf(`
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata:
+  name: %s
+  labels: {kueue.x-k8s.io/queue-name: default}
+spec:
+  replicatedJobs:
+  - name: workers
+    replicas: %d
+    template:
+      spec:
+        parallelism: 1
+        completions: 1
+        backoffLimit: 0
+        template:
+          spec:
+            %s%s
+            containers:
+            - name: main
+              image: busybox
+              resources: {requests: {cpu: 100m}, limits: {nvidia.com/gpu: %d}}
+`, name, pods, podPlacement(pool, sched, "            "), prio, gpus)
+}
+
+// kueueWorkload returns the Kueue Workload of the object kind/name in ns,
+// or nil while there is none.
+func kueueWorkload(ctx context.Context, ns, kind, name string) (*unstructured.Unstructured, error) {
+	l, err := controlPlane.Dynamic.Resource(kueueWorkloadsGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for i := range l.Items {
+		for _, ref := range l.Items[i].GetOwnerReferences() {
+			if ref.Kind == kind && ref.Name == name {
+				return &l.Items[i], nil
+			}
+		}
+	}
+	return nil, nil
+}
+
+// workloadCondition returns the status and message of the Workload's
+// condition of type typ ("" if it has none).
+func workloadCondition(wl *unstructured.Unstructured, typ string) (status, message string) {
+	conds, _, _ := unstructured.NestedSlice(wl.Object, "status", "conditions")
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if ok && m["type"] == typ {
+			s, _ := m["status"].(string)
+			msg, _ := m["message"].(string)
+			return s, msg
+		}
+	}
+	return "", ""
+}
+
+// waitWorkloadCondition waits until the Workload of kind/name has the
+// condition typ with status want, and returns the Workload.
+func waitWorkloadCondition(t *testing.T, ns, kind, name, typ, want string) *unstructured.Unstructured {
+	t.Helper()
+	var wl *unstructured.Unstructured
+	waitFor(t, localcluster.ShortTimeout, fmt.Sprintf("Workload of %s %s/%s %s=%s", kind, ns, name, typ, want), func(ctx context.Context) (bool, string, error) {
+		var err error
+		if wl, err = kueueWorkload(ctx, ns, kind, name); err != nil || wl == nil {
+			return false, "no Workload yet", err
+		}
+		s, msg := workloadCondition(wl, typ)
+		return s == want, fmt.Sprintf("%s=%q: %s", typ, s, msg), nil
+	})
+	return wl
+}
+
+// jobSetSuspended reports whether the JobSet's spec.suspend is true.
+func jobSetSuspended(ctx context.Context, ns, name string) (bool, error) {
+	js, err := controlPlane.Dynamic.Resource(jobsetsGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return false, err
+	}
+	s, _, err := unstructured.NestedBool(js.Object, "spec", "suspend")
+	return s, err
+}
+
+// succeedAll finishes every pod matching selector in ns.
+func succeedAll(t *testing.T, ns, selector string) {
+	t.Helper()
+	pods, err := controlPlane.Client.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if err := podSim.Succeed(t.Context(), ns, p.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestKueueQuotaThenGang: two JobSets that each need the ClusterQueue's
+// whole GPU quota. Kueue admits the first, whose gang muster binds whole;
+// the second stays suspended with no pods while the first runs, and Kueue
+// says why (the quota it needs); once the first finishes, the second is
+// admitted and bound whole.
+func TestKueueQuotaThenGang(t *testing.T) {
+	startKueue(t, "", "jobset")
+	ns, sched := gangTest(t, "kueue-quota-", 4, 4, nil)
+	startPodGrouper(t, sched)
+	kueueQueues(t, ns, 16, false)
+
+	applyYAML(t, ns, kueueJobSetYAML("first", ns, sched, 4, 4, ""))
+	waitWorkloadCondition(t, ns, "JobSet", "first", "Admitted", "True")
+	applyYAML(t, ns, kueueJobSetYAML("second", ns, sched, 4, 4, ""))
+	waitRunning(t, ns, "jobset.sigs.k8s.io/jobset-name=first", 4)
+
+	wl := waitWorkloadCondition(t, ns, "JobSet", "second", "QuotaReserved", "False")
+	if _, msg := workloadCondition(wl, "QuotaReserved"); !strings.Contains(msg, "nvidia.com/gpu") {
+		t.Errorf("second's QuotaReserved message %q does not name nvidia.com/gpu", msg)
+	}
+	holdsFor(t, 3*time.Second, "second suspended with no pods while first runs", func(ctx context.Context) (bool, string, error) {
+		suspended, err := jobSetSuspended(ctx, ns, "second")
+		if err != nil {
+			return false, "", err
+		}
+		pods, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "jobset.sigs.k8s.io/jobset-name=second"})
+		if err != nil {
+			return false, "", err
+		}
+		return suspended && len(pods.Items) == 0, fmt.Sprintf("suspend=%v, %d pods", suspended, len(pods.Items)), nil
+	})
+
+	succeedAll(t, ns, "jobset.sigs.k8s.io/jobset-name=first")
+	waitWorkloadCondition(t, ns, "JobSet", "first", "Finished", "True")
+	waitWorkloadCondition(t, ns, "JobSet", "second", "Admitted", "True")
+	waitRunning(t, ns, "jobset.sigs.k8s.io/jobset-name=second", 4)
+}
