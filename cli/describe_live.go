@@ -122,14 +122,17 @@ type liveFetch struct {
 	eventsErr          error
 	claimTemplates     []resourcev1.ResourceClaimTemplate
 	claimTemplatesErr  error
+	kueueWorkloads     []unstructured.Unstructured
+	kueueWorkloadsErr  error
 
-	owners *ownerIndex
+	owners  *ownerIndex
+	cluster *Cluster
 }
 
 // startLiveFetch starts fetching the workload and, for a namespaced kind,
 // listing the pods, PodGroups and scheduling events of its namespace.
 func startLiveFetch(ctx context.Context, c *Cluster, m *meta.RESTMapping, ns, name string) *liveFetch {
-	f := &liveFetch{rootDone: make(chan struct{}), owners: newOwnerIndex(c)}
+	f := &liveFetch{rootDone: make(chan struct{}), owners: newOwnerIndex(c), cluster: c}
 	f.namespaced = m.Scope.Name() == meta.RESTScopeNameNamespace
 	go func() {
 		defer close(f.rootDone)
@@ -143,7 +146,11 @@ func startLiveFetch(ctx context.Context, c *Cluster, m *meta.RESTMapping, ns, na
 	if !f.namespaced {
 		return f
 	}
-	f.wg.Add(5)
+	f.wg.Add(6)
+	go func() {
+		defer f.wg.Done()
+		f.kueueWorkloads, f.kueueWorkloadsErr = listKueueWorkloads(ctx, c, ns)
+	}()
 	go func() {
 		defer f.wg.Done()
 		// resourceVersion 0: the API server's cache is as fresh as a
@@ -223,6 +230,12 @@ func (f *liveFetch) addNamespaceLists(ctx context.Context, root *unstructured.Un
 		in.Warnings = append(in.Warnings, f.claimTemplatesErr.Error())
 	}
 	in.ClaimTemplates = claimTemplatesByName(f.claimTemplates)
+	if f.kueueWorkloadsErr != nil {
+		in.Warnings = append(in.Warnings, f.kueueWorkloadsErr.Error())
+	} else if wl := kueueWorkloadOf(f.kueueWorkloads, root.GetUID()); wl != nil {
+		in.Kueue = &kueueInput{Workload: wl}
+		in.Warnings = append(in.Warnings, readKueueQueue(ctx, f.cluster, in.Kueue)...)
+	}
 	return nil
 }
 

@@ -85,6 +85,9 @@ type describeInput struct {
 	// ClaimTemplates are the namespace's ResourceClaimTemplates, whose
 	// devices of GPU classes count as the pods' GPUs (nil: none read).
 	ClaimTemplates definition.ClaimTemplates
+	// Kueue is what Kueue keeps for the workload (live only; nil when it
+	// has no Kueue Workload or the cluster runs no Kueue).
+	Kueue *kueueInput
 	// Warnings are those of gathering the input (a list that failed, a
 	// reference not read); the view shows them after its own.
 	Warnings []string
@@ -137,6 +140,9 @@ func buildDescription(ctx context.Context, in describeInput) (*Description, erro
 	countPods(d, placed, in.PodLimit)
 	addGangs(d, in, gangs)
 	addPlans(ctx, d, in)
+	if in.Kueue != nil {
+		d.Queue = queueView(in.Kueue, in.gpus(), pendingGangReason(d))
+	}
 	d.Warnings = append(d.Warnings, schedulerWarnings(in.Pods, heldNativeGangs(d))...)
 	d.Warnings = append(d.Warnings, in.Warnings...)
 	return d, nil
@@ -475,4 +481,15 @@ func podReason(p *corev1.Pod, events map[string]string) string {
 		return "Failed"
 	}
 	return "not ready"
+}
+
+// pendingGangReason is the reason of the first gang of d that waits, ""
+// when none does.
+func pendingGangReason(d *Description) string {
+	for _, g := range d.Gangs {
+		if g.Reason != "" {
+			return g.Reason
+		}
+	}
+	return ""
 }

@@ -99,6 +99,9 @@ func writeHeader(w io.Writer, p painter, d *Description) error {
 		plainPh += " (phase " + d.Phase + ")"
 	}
 	hdr.add(plain("Status:"), painted(plainPh, ph))
+	if d.Queue != nil {
+		hdr.addPlain("Queue:", d.Queue.Summary)
+	}
 	hdr.addPlain("Pods:", podsSummary(d))
 	hdr.addPlain("GPUs:", fmt.Sprintf("%d", d.Totals.GPUs))
 	return hdr.write(w)

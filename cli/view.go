@@ -33,7 +33,10 @@ type Description struct {
 	Gangs      []GangView      `json:"gangs"`
 	Plans      []GangPlanView  `json:"plans"`
 	Unmatched  []UnmatchedPod  `json:"unmatchedPods,omitempty"`
-	Warnings   []string        `json:"warnings,omitempty"`
+	// Queue is what the cluster's admission system (Kueue) says of the
+	// workload; absent without one.
+	Queue    *QueueView `json:"queue,omitempty"`
+	Warnings []string   `json:"warnings,omitempty"`
 }
 
 // ConditionView is one condition of the workload as the definition reads it.

@@ -211,6 +211,24 @@ func TestKueueQuotaThenGang(t *testing.T) {
 		return suspended && len(pods.Items) == 0, fmt.Sprintf("suspend=%v, %d pods", suspended, len(pods.Items)), nil
 	})
 
+	// muster describe says which gate each is behind, in Kueue's terms.
+	d := describeJSON(t, ns, "jobset/second")
+	if d.Queue == nil {
+		t.Fatalf("describe jobset/second: no queue view; warnings %v", d.Warnings)
+	}
+	want := "waiting for quota in ClusterQueue " + ns + ": needs 16 nvidia.com/gpu, 0 free"
+	if d.Queue.State != "Pending" || !strings.Contains(d.Queue.Summary, want) {
+		t.Errorf("describe jobset/second: queue %s %q, want Pending %q", d.Queue.State, d.Queue.Summary, want)
+	}
+	text, _, code := muster(t, "describe", "jobset/second", "-n", ns)
+	if code != 0 || !strings.Contains(text, "Queue:") || !strings.Contains(text, want) {
+		t.Errorf("describe jobset/second (exit %d) does not show %q:\n%s", code, want, text)
+	}
+	t.Logf("muster describe jobset/second:\n%s", text)
+	if d := describeJSON(t, ns, "jobset/first"); d.Queue == nil || d.Queue.State != "Admitted" || d.Queue.ClusterQueue != ns {
+		t.Errorf("describe jobset/first: queue %+v, want Admitted in %s", d.Queue, ns)
+	}
+
 	succeedAll(t, ns, "jobset.sigs.k8s.io/jobset-name=first")
 	waitWorkloadCondition(t, ns, "JobSet", "first", "Finished", "True")
 	waitWorkloadCondition(t, ns, "JobSet", "second", "Admitted", "True")
