@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -226,6 +227,7 @@ func (o *GetOptions) run(ctx context.Context) error {
 			return err
 		}
 		o.addPodGroups(ctx, c, ns, wls, byUID)
+		o.addKueue(ctx, c, ns, wls)
 	}
 	rows, filtered := o.rows(ctx, c, ns, wls)
 	if len(rows) == 0 && filtered > 0 && o.Output != "json" && o.Output != "yaml" {
@@ -260,7 +262,13 @@ func (o *GetOptions) rows(ctx context.Context, c *Cluster, ns string, wls []list
 		for _, msg := range refWarnings {
 			o.env.warnf("%s %s/%s: %s", w.obj.GetKind(), w.obj.GetNamespace(), w.obj.GetName(), msg)
 		}
-		row := workloadRow(rctx, w.obj, w.ent, w.pods, w.pgs, now, gpuCount{names: o.env.gpuNames(), templates: byNamespace[w.obj.GetNamespace()]})
+		gpus := gpuCount{names: o.env.gpuNames(), templates: byNamespace[w.obj.GetNamespace()]}
+		row := workloadRow(rctx, w.obj, w.ent, w.pods, w.pgs, now, gpus)
+		if w.kueue != nil {
+			in := &kueueInput{Workload: w.kueue}
+			in.ClusterQueueName, _, _ = unstructured.NestedString(w.kueue.Object, "status", "admission", "clusterQueue")
+			row.Queue = queueView(in, gpus, "")
+		}
 		if len(o.Phases) > 0 && !hasPhase(row, o.Phases) {
 			filtered++
 			continue
@@ -313,7 +321,16 @@ func renderWorkloads(w io.Writer, p painter, rows []WorkloadRow, allNamespaces, 
 	if allNamespaces {
 		head = append(head, "NAMESPACE")
 	}
-	head = append(head, "KIND", "NAME", "STATUS", "PODS", "GPUS", "GANGS", "AGE")
+	head = append(head, "KIND", "NAME", "STATUS", "PODS", "GPUS", "GANGS")
+	// QUEUE only where Kueue holds a workload: which gate it is behind.
+	withQueue := false
+	for _, r := range rows {
+		withQueue = withQueue || r.Queue != nil
+	}
+	if withQueue {
+		head = append(head, "QUEUE")
+	}
+	head = append(head, "AGE")
 	if wide {
 		head = append(head, "PRIORITY", "DEFINITION", "NODES")
 	}
@@ -346,7 +363,11 @@ func renderWorkloads(w io.Writer, p painter, rows []WorkloadRow, allNamespaces, 
 			age = "<unknown>"
 		}
 		cells = append(cells, plain(r.Kind), plain(r.Name), painted(status, shownStatus),
-			plain(fmt.Sprintf("%d/%d", r.ReadyPods, r.Pods)), plain(fmt.Sprint(r.GPUs)), plain(gangs), plain(age))
+			plain(fmt.Sprintf("%d/%d", r.ReadyPods, r.Pods)), plain(fmt.Sprint(r.GPUs)), plain(gangs))
+		if withQueue {
+			cells = append(cells, plain(queueCell(r)))
+		}
+		cells = append(cells, plain(age))
 		if wide {
 			cells = append(cells, plain(priorityCell(r.Priority, "")), plain(r.Definition), plain(nodeList(r.Nodes)))
 		}

@@ -112,6 +112,8 @@ type listedWorkload struct {
 	ent  *catalog.Entry
 	pods []*corev1.Pod
 	pgs  []*podGroupInfo
+	// kueue is the Kueue Workload of the workload, nil for none.
+	kueue *unstructured.Unstructured
 }
 
 // topLevelWorkloads reads the workloads of kinds: the one NAME names, else
@@ -251,6 +253,33 @@ func (o *GetOptions) addPodGroups(ctx context.Context, c *Cluster, ns string, wl
 		}
 	}
 	o.addNativePodGroups(ctx, c, ns, wls, byUID)
+}
+
+// addKueue finds each workload's Kueue Workload; without Kueue there are
+// none. Like PodGroups they only add state: a failed list is a warning.
+func (o *GetOptions) addKueue(ctx context.Context, c *Cluster, ns string, wls []listedWorkload) {
+	items, err := listKueueWorkloads(ctx, c, ns)
+	if err != nil {
+		o.env.warnf("%v", err)
+		return
+	}
+	for i := range wls {
+		wls[i].kueue = kueueWorkloadOf(items, wls[i].obj.GetUID())
+	}
+}
+
+// queueCell is get's QUEUE column: Kueue's state and the ClusterQueue of
+// an admission, else the LocalQueue.
+func queueCell(r WorkloadRow) string {
+	switch {
+	case r.Queue == nil:
+		return ""
+	case r.Queue.ClusterQueue != "":
+		return r.Queue.State + " (" + r.Queue.ClusterQueue + ")"
+	case r.Queue.LocalQueue != "":
+		return r.Queue.State + " (localqueue " + r.Queue.LocalQueue + ")"
+	}
+	return r.Queue.State
 }
 
 // workloadRow summarises one workload for get.

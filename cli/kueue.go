@@ -160,7 +160,7 @@ func queueView(in *kueueInput, g gpuCount, gangReason string) *QueueView {
 	wl := in.Workload
 	v := &QueueView{System: "Kueue", Workload: wl.GetName(), ClusterQueue: in.ClusterQueueName}
 	v.LocalQueue, _, _ = unstructured.NestedString(wl.Object, "spec", "queueName")
-	v.Evictions, _, _ = unstructured.NestedInt64(wl.Object, "status", "requeueState", "count")
+	v.Evictions = nestedCount(wl.Object, "status", "requeueState", "count")
 	v.Needs = kueueNeeds(wl, g)
 	if in.ClusterQueue != nil {
 		v.Free = kueueFree(in.ClusterQueue, v.Needs)
@@ -260,7 +260,7 @@ func kueueNeeds(wl *unstructured.Unstructured, g gpuCount) map[string]int64 {
 		if !ok {
 			continue
 		}
-		count, _, _ := unstructured.NestedInt64(m, "count")
+		count := nestedCount(m, "count")
 		tmpl, ok, _ := unstructured.NestedMap(m, "template")
 		if !ok {
 			continue
@@ -332,4 +332,20 @@ func addQuantities(m map[string]any, list, field string, into map[string]int64) 
 			into[name] += qty.Value()
 		}
 	}
+}
+
+// nestedCount reads a whole number at path, from the API (int64) or from
+// YAML or JSON decoded without types (float64); 0 when absent or not one.
+func nestedCount(m map[string]any, path ...string) int64 {
+	v, ok, _ := unstructured.NestedFieldNoCopy(m, path...)
+	if !ok {
+		return 0
+	}
+	switch n := v.(type) {
+	case int64:
+		return n
+	case float64:
+		return int64(n)
+	}
+	return 0
 }

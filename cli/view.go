@@ -273,6 +273,9 @@ type WorkloadRow struct {
 	Age      string   `json:"age,omitempty"`
 	Nodes    []string `json:"nodes,omitempty"`
 	Error    string   `json:"error,omitempty"`
+	// Queue is what Kueue says of the workload (its free quota is not
+	// read by get); absent without Kueue.
+	Queue *QueueView `json:"queue,omitempty"`
 }
 
 // WorkloadList is the JSON of "muster get".

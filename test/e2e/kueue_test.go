@@ -229,6 +229,11 @@ func TestKueueQuotaThenGang(t *testing.T) {
 		t.Errorf("describe jobset/first: queue %+v, want Admitted in %s", d.Queue, ns)
 	}
 
+	table, _, code := muster(t, "get", "-n", ns)
+	if code != 0 || !strings.Contains(table, "QUEUE") || !strings.Contains(table, "Admitted ("+ns+")") || !strings.Contains(table, "Pending (localqueue default)") {
+		t.Errorf("muster get -n %s (exit %d) lacks the QUEUE column or its states:\n%s", ns, code, table)
+	}
+
 	succeedAll(t, ns, "jobset.sigs.k8s.io/jobset-name=first")
 	waitWorkloadCondition(t, ns, "JobSet", "first", "Finished", "True")
 	waitWorkloadCondition(t, ns, "JobSet", "second", "Admitted", "True")
