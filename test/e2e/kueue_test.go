@@ -239,3 +239,77 @@ func TestKueueQuotaThenGang(t *testing.T) {
 	waitWorkloadCondition(t, ns, "JobSet", "second", "Admitted", "True")
 	waitRunning(t, ns, "jobset.sigs.k8s.io/jobset-name=second", 4)
 }
+
+// TestKueueWaitForPodsReadyNoPartialGang: Kueue's quota says yes, the
+// nodes say no. Fillers outside Kueue hold 2 of the 4 GPUs of every node,
+// so a JobSet of 2 pods × 4 GPUs fits the ClusterQueue but no node.
+// muster binds none of its pods; Kueue's waitForPodsReady evicts it for
+// PodsReadyTimeout and requeues it, twice, then deactivates it. No partial
+// gang is bound at any point, and the fillers keep running.
+func TestKueueWaitForPodsReadyNoPartialGang(t *testing.T) {
+	startKueue(t, `waitForPodsReady:
+  timeout: 4s
+  requeuingStrategy: {timestamp: Eviction, backoffBaseSeconds: 1, backoffMaxSeconds: 2, backoffLimitCount: 2}
+`, "jobset")
+	ns, sched := gangTest(t, "kueue-ready-", 4, 4, nil)
+	startPodGrouper(t, sched)
+	kueueQueues(t, ns, 16, false)
+	for i := range 4 {
+		node := fmt.Sprintf("%s-%d", ns, i)
+		if _, err := controlPlane.Client.CoreV1().Pods(ns).Create(t.Context(), makePod(ns, podSpec{
+			name: "filler-" + node, pool: ns, gpus: 2,
+			mutate: func(p *corev1.Pod) { p.Spec.NodeName = node; p.Labels["role"] = "filler" },
+		}), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitRunning(t, ns, "role=filler", 4)
+
+	applyYAML(t, ns, kueueJobSetYAML("wide", ns, sched, 2, 4, ""))
+	waitWorkloadCondition(t, ns, "JobSet", "wide", "Admitted", "True")
+	sel := "jobset.sigs.k8s.io/jobset-name=wide"
+	// Through admissions and evictions until Kueue gives up: not one pod
+	// of the gang on a node, every filler still running.
+	var evictions int64
+	waitFor(t, localcluster.LongTimeout, "Kueue deactivates JobSet wide after its evictions, no pod of it ever bound", func(ctx context.Context) (bool, string, error) {
+		pods, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		running := 0
+		for _, p := range pods.Items {
+			switch {
+			case p.Labels["role"] == "filler" && p.Status.Phase == corev1.PodRunning:
+				running++
+			case strings.HasPrefix(p.Name, "wide-") && p.Spec.NodeName != "":
+				return false, "", fmt.Errorf("pod %s of the unplaceable gang was bound to %s", p.Name, p.Spec.NodeName)
+			}
+		}
+		if running != 4 {
+			return false, "", fmt.Errorf("%d of 4 fillers running", running)
+		}
+		wl, err := kueueWorkload(ctx, ns, "JobSet", "wide")
+		if err != nil || wl == nil {
+			return false, "no Workload", err
+		}
+		// Kueue clears requeueState when it deactivates: keep the most seen.
+		n, _, _ := unstructured.NestedInt64(wl.Object, "status", "requeueState", "count")
+		evictions = max(evictions, n)
+		active, found, _ := unstructured.NestedBool(wl.Object, "spec", "active")
+		_, msg := workloadCondition(wl, "Evicted")
+		return found && !active, fmt.Sprintf("active=%v evictions=%d: %s", active, evictions, msg), nil
+	})
+	if evictions < 2 {
+		t.Errorf("Kueue requeued the workload %d times before deactivating it (most seen), want 2 (backoffLimitCount)", evictions)
+	}
+	// Suspended again, the JobSet's pods go, and none comes back.
+	waitGone(t, ns, sel)
+	holdsFor(t, 2*time.Second, "no pod of the deactivated JobSet wide", func(ctx context.Context) (bool, string, error) {
+		pods, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		return err == nil && len(pods.Items) == 0, fmt.Sprintf("%d pods", len(pods.Items)), err
+	})
+	d := describeJSON(t, ns, "jobset/wide")
+	if d.Queue == nil || d.Queue.State != "Inactive" || !strings.Contains(d.Queue.Summary, "deactivated by Kueue") {
+		t.Errorf("describe jobset/wide: queue %+v, want Inactive", d.Queue)
+	}
+}
