@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/muster-io/muster/localcluster"
 )
@@ -311,5 +312,92 @@ func TestKueueWaitForPodsReadyNoPartialGang(t *testing.T) {
 	d := describeJSON(t, ns, "jobset/wide")
 	if d.Queue == nil || d.Queue.State != "Inactive" || !strings.Contains(d.Queue.Summary, "deactivated by Kueue") {
 		t.Errorf("describe jobset/wide: queue %+v, want Inactive", d.Queue)
+	}
+}
+
+// TestKueuePriorityOneEvictionEach: two low-priority JobSets fill the
+// ClusterQueue and the nodes; a high-priority one arrives. Kueue preempts
+// one low workload to admit it, and muster places the high gang whole on
+// what that frees. Neither system evicts anything else: the other low
+// JobSet keeps the very pods it started with, the preempted one is evicted
+// once and waits in the queue (no pods), and nothing loops.
+func TestKueuePriorityOneEvictionEach(t *testing.T) {
+	startKueue(t, "", "jobset")
+	ns, sched := gangTest(t, "kueue-prio-", 4, 4, nil)
+	startPodGrouper(t, sched)
+	kueueQueues(t, ns, 16, true)
+	low, high := ns+"-low", ns+"-high"
+	cleanup, err := createPreemptClasses(t.Context(), t, map[string]int32{low: 100, high: 1000})
+	t.Cleanup(cleanup)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	lows := []string{"low-a", "low-b"}
+	startUIDs := map[string]map[types.UID]bool{}
+	for _, name := range lows {
+		applyYAML(t, ns, kueueJobSetYAML(name, ns, sched, 2, 4, low))
+		waitWorkloadCondition(t, ns, "JobSet", name, "Admitted", "True")
+		startUIDs[name] = map[types.UID]bool{}
+		for _, p := range waitRunning(t, ns, "jobset.sigs.k8s.io/jobset-name="+name, 2) {
+			startUIDs[name][p.UID] = true
+		}
+	}
+	applyYAML(t, ns, kueueJobSetYAML("urgent", ns, sched, 2, 4, high))
+	waitWorkloadCondition(t, ns, "JobSet", "urgent", "Admitted", "True")
+	waitRunning(t, ns, "jobset.sigs.k8s.io/jobset-name=urgent", 2)
+
+	// Which low one Kueue took: exactly one, evicted for preemption.
+	var victim, survivor string
+	for _, name := range lows {
+		wl, err := kueueWorkload(t.Context(), ns, "JobSet", name)
+		if err != nil || wl == nil {
+			t.Fatalf("Workload of %s: %v", name, err)
+		}
+		if s, _ := workloadCondition(wl, "Admitted"); s == "True" {
+			survivor = name
+		} else {
+			victim = name
+		}
+	}
+	if victim == "" || survivor == "" {
+		t.Fatalf("Kueue evicted %q and kept %q, want one of each", victim, survivor)
+	}
+	// For a while: the survivor's pods are the ones it started with, all
+	// running; the victim has no pods and was evicted once; urgent runs.
+	holdsFor(t, 4*time.Second, "survivor untouched, victim evicted once and queued, urgent running", func(ctx context.Context) (bool, string, error) {
+		pods, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		byJobSet := map[string][]corev1.Pod{}
+		for _, p := range pods.Items {
+			byJobSet[p.Labels["jobset.sigs.k8s.io/jobset-name"]] = append(byJobSet[p.Labels["jobset.sigs.k8s.io/jobset-name"]], p)
+		}
+		for _, p := range byJobSet[survivor] {
+			if !startUIDs[survivor][p.UID] || p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+				return false, fmt.Sprintf("survivor %s pod %s replaced or stopping (phase %s)", survivor, p.Name, p.Status.Phase), nil
+			}
+		}
+		if len(byJobSet[survivor]) != 2 || len(byJobSet[victim]) != 0 {
+			return false, fmt.Sprintf("survivor %d pods, victim %d pods", len(byJobSet[survivor]), len(byJobSet[victim])), nil
+		}
+		running := 0
+		for _, p := range byJobSet["urgent"] {
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+		wl, err := kueueWorkload(ctx, ns, "JobSet", victim)
+		if err != nil || wl == nil {
+			return false, "", fmt.Errorf("Workload of %s: %v", victim, err)
+		}
+		evictions, _, _ := unstructured.NestedInt64(wl.Object, "status", "requeueState", "count")
+		_, reason := workloadCondition(wl, "Evicted")
+		return running == 2 && evictions <= 1, fmt.Sprintf("urgent %d running, victim evictions %d (%s)", running, evictions, reason), nil
+	})
+	d := describeJSON(t, ns, "jobset/"+victim)
+	if d.Queue == nil || d.Queue.State == "Admitted" {
+		t.Errorf("describe jobset/%s: queue %+v, want it waiting", victim, d.Queue)
 	}
 }
