@@ -78,6 +78,11 @@ const (
 // kueueInput is what describe gathers from Kueue for one workload.
 type kueueInput struct {
 	Workload *unstructured.Unstructured
+	// Admitted are the Workloads of every namespace, when they could be
+	// listed: what holds quota is counted from them, as Kueue's own cache
+	// counts it, ahead of the ClusterQueue's status, which Kueue writes a
+	// moment later. Nil: the status is used.
+	Admitted []unstructured.Unstructured
 	// ClusterQueue is the workload's ClusterQueue object, nil when it
 	// could not be read; ClusterQueueName its name when known.
 	ClusterQueue     *unstructured.Unstructured
@@ -151,6 +156,11 @@ func readKueueQueue(ctx context.Context, c *Cluster, in *kueueInput) []string {
 		return append(warnings, fmt.Sprintf("Kueue: get ClusterQueue %s: %v (its free quota is not shown)", name, err))
 	}
 	in.ClusterQueue = cq
+	// Best effort: a user who may not list every namespace's Workloads
+	// gets the ClusterQueue's status instead.
+	if all, err := c.Dynamic.Resource(kueueWorkloadGVR).List(ctx, metav1.ListOptions{}); err == nil {
+		in.Admitted = all.Items
+	}
 	return warnings
 }
 
@@ -163,20 +173,9 @@ func queueView(in *kueueInput, g gpuCount, gangReason string) *QueueView {
 	v.Evictions = nestedCount(wl.Object, "status", "requeueState", "count")
 	v.Needs = kueueNeeds(wl, g)
 	if in.ClusterQueue != nil {
-		v.Free = kueueFree(in.ClusterQueue, v.Needs)
+		v.Free = kueueFree(in.ClusterQueue, in.Admitted, v.Needs)
 	}
-	cond := func(typ string) (status, reason, message string) {
-		conds, _, _ := unstructured.NestedSlice(wl.Object, "status", "conditions")
-		for _, c := range conds {
-			if m, ok := c.(map[string]any); ok && m["type"] == typ {
-				s, _ := m["status"].(string)
-				r, _ := m["reason"].(string)
-				msg, _ := m["message"].(string)
-				return s, r, msg
-			}
-		}
-		return "", "", ""
-	}
+	cond := func(typ string) (status, reason, message string) { return condition(wl, typ) }
 	active, found, _ := unstructured.NestedBool(wl.Object, "spec", "active")
 	finished, _, _ := cond("Finished")
 	admitted, _, _ := cond("Admitted")
@@ -283,8 +282,9 @@ func kueueNeeds(wl *unstructured.Unstructured, g gpuCount) map[string]int64 {
 }
 
 // kueueFree is, for each resource of needs, the ClusterQueue's nominal
-// quota over its flavors less what is reserved.
-func kueueFree(cq *unstructured.Unstructured, needs map[string]int64) map[string]int64 {
+// quota over its flavors less what is reserved: by the Workloads that hold
+// quota in it (admitted, when they were listed), else by its status.
+func kueueFree(cq *unstructured.Unstructured, wls []unstructured.Unstructured, needs map[string]int64) map[string]int64 {
 	if len(needs) == 0 {
 		return nil
 	}
@@ -298,10 +298,32 @@ func kueueFree(cq *unstructured.Unstructured, needs map[string]int64) map[string
 			addQuantities(fm, "resources", "nominalQuota", nominal)
 		}
 	}
-	usage, _, _ := unstructured.NestedSlice(cq.Object, "status", "flavorsReservation")
-	for _, f := range usage {
-		fm, _ := f.(map[string]any)
-		addQuantities(fm, "resources", "total", reserved)
+	if wls != nil {
+		for i := range wls {
+			wl := &wls[i]
+			if q, _, _ := unstructured.NestedString(wl.Object, "status", "admission", "clusterQueue"); q != cq.GetName() ||
+				conditionStatus(wl, "QuotaReserved") != "True" || conditionStatus(wl, "Finished") == "True" {
+				continue
+			}
+			sets, _, _ := unstructured.NestedSlice(wl.Object, "status", "admission", "podSetAssignments")
+			for _, s := range sets {
+				sm, _ := s.(map[string]any)
+				usage, _, _ := unstructured.NestedMap(sm, "resourceUsage")
+				for name, q := range usage {
+					if qs, ok := q.(string); ok {
+						if qty, err := resource.ParseQuantity(qs); err == nil {
+							reserved[name] += qty.Value()
+						}
+					}
+				}
+			}
+		}
+	} else {
+		usage, _, _ := unstructured.NestedSlice(cq.Object, "status", "flavorsReservation")
+		for _, f := range usage {
+			fm, _ := f.(map[string]any)
+			addQuantities(fm, "resources", "total", reserved)
+		}
 	}
 	out := map[string]int64{}
 	for n := range needs {
@@ -348,4 +370,24 @@ func nestedCount(m map[string]any, path ...string) int64 {
 		return int64(n)
 	}
 	return 0
+}
+
+// condition returns the status, reason and message of the object's
+// status condition of type typ ("" for each when it has none).
+func condition(obj *unstructured.Unstructured, typ string) (status, reason, message string) {
+	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == typ {
+			s, _ := m["status"].(string)
+			r, _ := m["reason"].(string)
+			msg, _ := m["message"].(string)
+			return s, r, msg
+		}
+	}
+	return "", "", ""
+}
+
+func conditionStatus(obj *unstructured.Unstructured, typ string) string {
+	s, _, _ := condition(obj, typ)
+	return s
 }

@@ -51,6 +51,7 @@ status:
 	for _, tc := range []struct {
 		name, status, gang string
 		cq                 *unstructured.Unstructured
+		admitted           []unstructured.Unstructured
 		state              string
 		summary            []string // substrings
 	}{
@@ -60,6 +61,18 @@ status:
 			cq:      cq,
 			state:   QueuePending,
 			summary: []string{"waiting for quota in ClusterQueue gpus: needs 16 nvidia.com/gpu, 12 free", "(Kueue: couldn't assign flavors)"},
+		},
+		{
+			name:   "free counted from the Workloads holding quota, ahead of the status",
+			status: `{conditions: [{type: QuotaReserved, status: "False"}]}`,
+			cq:     cq,
+			admitted: []unstructured.Unstructured{
+				*kueueObj(t, `{metadata: {name: held}, status: {admission: {clusterQueue: gpus, podSetAssignments: [{name: w, resourceUsage: {nvidia.com/gpu: "20"}}]}, conditions: [{type: QuotaReserved, status: "True"}]}}`),
+				*kueueObj(t, `{metadata: {name: done}, status: {admission: {clusterQueue: gpus, podSetAssignments: [{name: w, resourceUsage: {nvidia.com/gpu: "4"}}]}, conditions: [{type: QuotaReserved, status: "True"}, {type: Finished, status: "True"}]}}`),
+				*kueueObj(t, `{metadata: {name: other}, status: {admission: {clusterQueue: cpus, podSetAssignments: [{name: w, resourceUsage: {nvidia.com/gpu: "4"}}]}, conditions: [{type: QuotaReserved, status: "True"}]}}`),
+			},
+			state:   QueuePending,
+			summary: []string{"needs 16 nvidia.com/gpu, 4 free"},
 		},
 		{
 			name:    "waiting, queue not readable",
@@ -95,7 +108,7 @@ status:
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wl := kueueObj(t, podSets+"status: "+tc.status+"\n")
-			in := &kueueInput{Workload: wl, ClusterQueue: tc.cq, ClusterQueueName: "gpus"}
+			in := &kueueInput{Workload: wl, ClusterQueue: tc.cq, ClusterQueueName: "gpus", Admitted: tc.admitted}
 			v := queueView(in, gpus, tc.gang)
 			if v.State != tc.state {
 				t.Errorf("state %s, want %s", v.State, tc.state)

@@ -9,7 +9,12 @@
 //	                               the sandbox can start: operators.Names() of localcluster/operators)
 //	sandbox.muster.io/expect       "scheduled" (default): wait until every
 //	                               pod is bound; "unschedulable": wait until
-//	                               the scheduler has said why it is not
+//	                               the scheduler has said why it is not;
+//	                               "queued": wait until the cluster's
+//	                               admission system (Kueue) holds it back
+//
+// The files of kueue/ are the examples of a sandbox started with --kueue
+// (Kueue), in place of these: workloads submitted to its LocalQueue.
 package examples
 
 import (
@@ -24,7 +29,7 @@ import (
 	"github.com/muster-io/muster/internal/yamldoc"
 )
 
-//go:embed *.yaml
+//go:embed *.yaml kueue/*.yaml
 var files embed.FS
 
 // Annotation keys the sandbox reads on an example workload.
@@ -42,6 +47,9 @@ const (
 	ExpectScheduled Expect = "scheduled"
 	// ExpectUnschedulable: the scheduler has given its reason for each gang.
 	ExpectUnschedulable Expect = "unschedulable"
+	// ExpectQueued: the cluster's admission system (Kueue) holds the
+	// workload back, waiting for quota.
+	ExpectQueued Expect = "queued"
 )
 
 // Example is one example workload.
@@ -61,8 +69,13 @@ type Example struct {
 }
 
 // All returns every example in file-name order.
-func All() ([]Example, error) {
-	names, err := fs.Glob(files, "*.yaml")
+func All() ([]Example, error) { return glob("*.yaml") }
+
+// Kueue returns the examples of a sandbox with Kueue, in file-name order.
+func Kueue() ([]Example, error) { return glob("kueue/*.yaml") }
+
+func glob(pattern string) ([]Example, error) {
+	names, err := fs.Glob(files, pattern)
 	if err != nil {
 		return nil, err
 	}
@@ -127,10 +140,10 @@ func Parse(file string, data []byte) (Example, error) {
 	}
 	if v, ok := ann[AnnotationExpect]; ok {
 		switch e := Expect(strings.TrimSpace(v)); e {
-		case ExpectScheduled, ExpectUnschedulable:
+		case ExpectScheduled, ExpectUnschedulable, ExpectQueued:
 			ex.Expect = e
 		default:
-			return fail("metadata.annotations[%s]: %q; want %q or %q", AnnotationExpect, v, ExpectScheduled, ExpectUnschedulable)
+			return fail("metadata.annotations[%s]: %q; want %q, %q or %q", AnnotationExpect, v, ExpectScheduled, ExpectUnschedulable, ExpectQueued)
 		}
 	}
 	if _, ok := ann[AnnotationOperator]; ok && ex.Operator == "" {

@@ -19,7 +19,27 @@ func TestAllExamples(t *testing.T) {
 	if first := all[0]; first.Kind != "JobSet" || first.Operator != "jobset" {
 		t.Errorf("first example is %s %s (operator %q), want the JobSet run by the jobset operator", first.Kind, first.Name, first.Operator)
 	}
-	for _, ex := range all {
+	kueue, err := Kueue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The Kueue examples: two submissions to the LocalQueue default, the
+	// second expected to wait in the queue.
+	if len(kueue) != 2 || kueue[0].Expect != ExpectScheduled || kueue[1].Expect != ExpectQueued {
+		t.Errorf("Kueue examples: %d, want 2 (scheduled, then queued)", len(kueue))
+	}
+	for _, ex := range kueue {
+		var obj struct {
+			Metadata struct{ Labels map[string]string } `json:"metadata"`
+		}
+		if err := yaml.Unmarshal(ex.YAML, &obj); err != nil {
+			t.Fatal(err)
+		}
+		if q := obj.Metadata.Labels["kueue.x-k8s.io/queue-name"]; q != "default" || ex.Namespace != "default" {
+			t.Errorf("%s: queue-name %q in namespace %q, want the LocalQueue default of namespace default", ex.File, q, ex.Namespace)
+		}
+	}
+	for _, ex := range append(all, kueue...) {
 		if ex.Description == "" {
 			t.Errorf("%s: no %s annotation", ex.File, AnnotationDescription)
 		}

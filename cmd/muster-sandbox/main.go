@@ -27,6 +27,8 @@ func main() {
 	fs.BoolVar(&cfg.NoExamples, "no-examples", false, "start without operators and example workloads")
 	fs.BoolVar(&cfg.Native, "native", false, "native gangs: Kubernetes' own PodGroups (GenericWorkload gate on), written by the pod-grouper and its webhook, placed by the default kube-scheduler instead of muster-scheduler")
 	fs.BoolVar(&cfg.DRA, "dra", false, "publish the fake GPUs only through DRA: one ResourceSlice per node of --gpus-per-node devices under the DeviceClass gpu.nvidia.com (which also maps nvidia.com/gpu to them), no nvidia.com/gpu in the nodes' allocatable")
+	fs.BoolVar(&cfg.Kueue, "kueue", false, "run the real Kueue in front of muster: ClusterQueue gpus with --kueue-gpus of quota, LocalQueue default in namespace default, and the examples of examples/kueue (two JobSets that each need the whole quota) in place of the others")
+	fs.IntVar(&cfg.KueueGPUs, "kueue-gpus", 0, "nvidia.com/gpu quota of Kueue's ClusterQueue gpus with --kueue (0: every GPU of the sandbox)")
 	fs.BoolVar(&cfg.NoMuster, "no-muster", false, "start without muster-scheduler and the pod-grouper, for your own builds (implies --keep; examples are not applied)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: muster-sandbox [flags]
@@ -62,6 +64,10 @@ Examples:
   # GPUs as DRA devices: pods claim them with ResourceClaimTemplates of
   # the class gpu.nvidia.com, or ask for nvidia.com/gpu as usual
   muster-sandbox --dra --keep
+
+  # Kueue in front: quota first (Kueue), then the gang placed whole
+  # (muster); submit with the label kueue.x-k8s.io/queue-name=default
+  muster-sandbox --kueue --keep
 
   # An empty cluster for your own workloads
   muster-sandbox --no-examples --keep

@@ -85,6 +85,10 @@ func needsOf(ctx context.Context, cp *localcluster.ControlPlane, ex examples.Exa
 func (sb *sandbox) runExamples(ctx context.Context) error {
 	cfg := sb.cfg
 	gpusLeft := int64(cfg.Nodes * cfg.GPUsPerNode)
+	if cfg.Kueue {
+		// What Kueue admits is what its quota leaves.
+		gpusLeft = min(gpusLeft, int64(cfg.KueueGPUs))
+	}
 	for _, ex := range sb.apply {
 		if err := sb.ensureOperator(ctx, ex.Operator); err != nil {
 			return err
@@ -109,9 +113,12 @@ func (sb *sandbox) runExamples(ctx context.Context) error {
 		if err := runExample(ctx, sb.cp, ex, cfg.Native, cfg.Stdout); err != nil {
 			return fmt.Errorf("example %s: %w", ex.File, err)
 		}
-		if ex.Expect == examples.ExpectUnschedulable {
+		switch ex.Expect {
+		case examples.ExpectUnschedulable:
 			sb.progress("example %s: the scheduler said why it does not fit", ex.File)
-		} else {
+		case examples.ExpectQueued:
+			sb.progress("example %s: queued by Kueue", ex.File)
+		default:
 			sb.progress("example %s scheduled", ex.File)
 		}
 	}
@@ -165,8 +172,11 @@ func createNamespace(ctx context.Context, cp *localcluster.ControlPlane, ns stri
 // and gangs through its definition, so this needs no knowledge of the kind.
 func waitExample(ctx context.Context, cp *localcluster.ControlPlane, ex examples.Example, ns, ref string) error {
 	want := "every pod bound"
-	if ex.Expect == examples.ExpectUnschedulable {
+	switch ex.Expect {
+	case examples.ExpectUnschedulable:
 		want = "the scheduler's reason for every gang"
+	case examples.ExpectQueued:
+		want = "Kueue holding it back for quota"
 	}
 	ctx, cancel := context.WithTimeout(ctx, exampleTimeout)
 	defer cancel()
@@ -223,6 +233,12 @@ func exampleState(d *cli.Description, expect examples.Expect) (bool, string) {
 		}
 	}
 	t := d.Totals
+	if expect == examples.ExpectQueued {
+		if d.Queue == nil {
+			return false, fmt.Sprintf("no queue holds it (%d/%d pods bound)", t.BoundPods, t.Pods)
+		}
+		return d.Queue.State == cli.QueuePending && t.ObservedPods == 0, d.Queue.Summary
+	}
 	scheduled := t.Pods > 0 && t.ObservedPods >= t.Pods && t.BoundPods >= t.Pods && bound >= planned
 	seen := fmt.Sprintf("%d/%d pods bound, %d/%d gangs with a PodGroup, %d bound", t.BoundPods, t.Pods, found, planned, bound)
 	if expect == examples.ExpectUnschedulable {

@@ -42,6 +42,9 @@ func nextSteps(cfg Config, kubeconfig, schedulerFile string, all []examples.Exam
 		if ex, ok := exampleFile(all, examples.ExpectUnschedulable); ok {
 			steps = append(steps, [2]string{"go run ./cmd/muster fit -f examples/" + ex.File, "would it fit now, where, and if not, why"})
 		}
+		if cfg.Kueue {
+			steps = append(steps, kueueSteps(cfg, all)...)
+		}
 	}
 	width := 0
 	for _, st := range steps {
@@ -84,4 +87,19 @@ func exampleFile(all []examples.Example, expect examples.Expect) (examples.Examp
 		}
 	}
 	return examples.Example{}, false
+}
+
+// kueueSteps are the next steps with Kueue: which gate the queued example
+// waits at, and how to open it.
+func kueueSteps(cfg Config, all []examples.Example) [][2]string {
+	var steps [][2]string
+	if ex, ok := exampleFile(all, examples.ExpectQueued); ok {
+		steps = append(steps, [2]string{fmt.Sprintf("go run ./cmd/muster describe %s/%s -n %s", strings.ToLower(ex.Kind), ex.Name, ex.Namespace),
+			"waiting for quota in ClusterQueue " + KueueClusterQueue})
+	}
+	if ex, ok := exampleFile(all, examples.ExpectScheduled); ok && !cfg.NoExamples {
+		steps = append(steps, [2]string{fmt.Sprintf("kubectl delete %s %s -n %s", strings.ToLower(ex.Kind), ex.Name, ex.Namespace),
+			"frees the quota: Kueue admits the next, muster places it whole"})
+	}
+	return append(steps, [2]string{"labels: {kueue.x-k8s.io/queue-name: " + KueueLocalQueue + "}", "in your own workload's metadata, namespace default: Kueue queues it"})
 }

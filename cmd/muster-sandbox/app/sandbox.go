@@ -72,6 +72,13 @@ type Config struct {
 	// asking for nvidia.com/gpu (the examples) get devices as well as pods
 	// with ResourceClaims.
 	DRA bool
+	// Kueue runs the real Kueue in front of muster: a ResourceFlavor and
+	// a ClusterQueue (KueueClusterQueue) with KueueGPUs of nvidia.com/gpu
+	// quota (0: every GPU of the sandbox), a LocalQueue "default" in the
+	// default namespace, and the examples of examples/kueue submitted to
+	// it in place of the others.
+	Kueue     bool
+	KueueGPUs int
 
 	// Stdout gets results (example summaries, the "ready:" line); Stderr
 	// gets progress lines.
@@ -138,6 +145,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if err := sb.createNodes(ctx); err != nil {
 		return err
+	}
+	if cfg.Kueue {
+		if err := sb.startKueue(ctx); err != nil {
+			return err
+		}
 	}
 	if cfg.NoMuster {
 		if err := sb.readyForOwnMuster(ctx); err != nil {
@@ -226,7 +238,18 @@ func newSandbox(cfg Config) (*sandbox, error) {
 	if sb.root, err = repoRoot(); err != nil {
 		return nil, err
 	}
-	if sb.all, err = examples.All(); err != nil {
+	if cfg.Kueue {
+		if cfg.KueueGPUs < 0 {
+			return nil, fmt.Errorf("--kueue-gpus must be >= 0, got %d", cfg.KueueGPUs)
+		}
+		if cfg.KueueGPUs == 0 {
+			cfg.KueueGPUs = cfg.Nodes * cfg.GPUsPerNode
+		}
+		sb.all, err = examples.Kueue()
+	} else {
+		sb.all, err = examples.All()
+	}
+	if err != nil {
 		return nil, err
 	}
 	if !cfg.NoExamples {
@@ -234,6 +257,11 @@ func newSandbox(cfg Config) (*sandbox, error) {
 	}
 	if sb.operators, err = operatorsFor(sb.apply); err != nil {
 		return nil, err
+	}
+	if cfg.Kueue {
+		// First: its webhook must hold every queued workload from its
+		// creation on.
+		sb.operators = append([]string{KueueOperator}, sb.operators...)
 	}
 	if cfg.LogFile == "" {
 		cfg.LogFile = filepath.Join(filepath.Dir(sb.kubeconfig), "muster-sandbox.log")
