@@ -401,3 +401,56 @@ func TestKueuePriorityOneEvictionEach(t *testing.T) {
 		t.Errorf("describe jobset/%s: queue %+v, want it waiting", victim, d.Queue)
 	}
 }
+
+// TestKueueKinds: other kinds Kueue admits, through their real
+// controllers: a plain Job ganged by muster's annotation (the Job
+// controller) and a RayCluster (KubeRay: head and workers, one gang). Each
+// is suspended by Kueue until admitted, then bound whole; a third, beyond
+// what quota is left, gets no pods.
+func TestKueueKinds(t *testing.T) {
+	startKueue(t, "", "kuberay")
+	ns, sched := gangTest(t, "kueue-kinds-", 4, 4, nil)
+	startPodGrouper(t, sched)
+	kueueQueues(t, ns, 12, false)
+
+	job := func(name string, pods, gpus int) string {
+		return fmt.Sprintf(`
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: %s
+  labels: {kueue.x-k8s.io/queue-name: default}
+  annotations: {muster.io/min-member: "%d"}
+spec:
+  parallelism: %d
+  completions: %d
+  template:
+    metadata: {labels: {app: %s}}
+    spec:
+      %s
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: busybox
+        resources: {requests: {cpu: 100m}, limits: {nvidia.com/gpu: %d}}
+`, name, pods, pods, pods, name, podPlacement(ns, sched, "      "), gpus)
+	}
+	applyYAML(t, ns, job("batch", 4, 2))
+	ray := strings.Replace(rayClusterYAML("ray", ns, sched, 2, 2), "metadata: {name: ray}", "metadata: {name: ray, labels: {kueue.x-k8s.io/queue-name: default}}", 1)
+	applyYAML(t, ns, ray)
+	waitWorkloadCondition(t, ns, "Job", "batch", "Admitted", "True")
+	waitWorkloadCondition(t, ns, "RayCluster", "ray", "Admitted", "True")
+	waitRunning(t, ns, "app=batch", 4)
+	waitRunning(t, ns, "ray.io/cluster=ray", 3)
+
+	// 8 + 4 GPUs of 12 are held: a Job of 2 more GPUs waits, with no pods.
+	applyYAML(t, ns, job("late", 1, 2))
+	waitWorkloadCondition(t, ns, "Job", "late", "QuotaReserved", "False")
+	holdsFor(t, 2*time.Second, "Job late suspended with no pods", func(ctx context.Context) (bool, string, error) {
+		pods, err := controlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=late"})
+		return err == nil && len(pods.Items) == 0, fmt.Sprintf("%d pods", len(pods.Items)), err
+	})
+	if d := describeJSON(t, ns, "job/late"); d.Queue == nil || !strings.Contains(d.Queue.Summary, "needs 2 nvidia.com/gpu, 0 free") {
+		t.Errorf("describe job/late: queue %+v, want it waiting for 2 GPUs with 0 free", d.Queue)
+	}
+}
