@@ -393,5 +393,10 @@ func (o *FitOptions) evaluate(ctx context.Context, name string, c *Cluster, objs
 	}
 	cf.Context = name
 	cf.Warnings = append(cf.Warnings, warnings...)
+	for i, w := range workloads {
+		if i < len(cf.Workloads) {
+			cf.Workloads[i].Queue = kueueFit(ctx, c, w.root, w.ns, w.gpuNeeds(ctx, defs, o.env.gpuNames()))
+		}
+	}
 	return cf, root, nil
 }

@@ -394,3 +394,34 @@ func (g *fitGang) addMembers(pods []corev1.Pod, member func(*corev1.Pod) bool) {
 		}
 	}
 }
+
+// gpuNeeds sums the GPUs the workload's spec asks for, by resource name:
+// what a quota system counts.
+func (w *fitWorkload) gpuNeeds(ctx context.Context, defs *definitions, names []corev1.ResourceName) map[string]int64 {
+	ent, err := defs.forGVK(w.root.GroupVersionKind())
+	if err != nil {
+		return nil
+	}
+	wl, err := ent.Compiled.Extract(ctx, w.root)
+	if err != nil {
+		return nil
+	}
+	out := map[string]int64{}
+	for _, c := range wl.Components {
+		if !c.HasPods {
+			continue
+		}
+		for _, inst := range c.Instances {
+			if inst.Template == nil {
+				continue
+			}
+			req := definition.PodRequests(&inst.Template.Spec)
+			for _, n := range names {
+				if q, ok := req[n]; ok {
+					out[string(n)] += q.Value() * inst.Pods
+				}
+			}
+		}
+	}
+	return out
+}

@@ -108,6 +108,13 @@ func renderClusterFit(w io.Writer, p painter, c *ClusterFit, preemption string, 
 		if wf.Note != "" {
 			fmt.Fprintf(&b, "  %s\n", p.dim(wf.Note))
 		}
+		if q := wf.Queue; q != nil {
+			s := q.Summary
+			if !q.HasQuota {
+				s = p.bad(s)
+			}
+			fmt.Fprintf(&b, "  %s %s\n", p.bold("Queue:"), s)
+		}
 		for _, g := range wf.Gangs {
 			renderGangFit(&b, p, g, wide)
 		}

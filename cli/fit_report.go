@@ -114,7 +114,10 @@ type WorkloadFit struct {
 	// other fits now.
 	FitsAfterPreempting bool      `json:"fitsAfterPreempting"`
 	Note                string    `json:"note,omitempty"`
-	Gangs               []GangFit `json:"gangs"`
+	// Queue is Kueue's side, for a workload submitted to it: whether its
+	// ClusterQueue has the quota.
+	Queue *QueueFit `json:"queue,omitempty"`
+	Gangs []GangFit `json:"gangs"`
 }
 
 // GangFit is the verdict on one gang.

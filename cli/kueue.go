@@ -391,3 +391,79 @@ func conditionStatus(obj *unstructured.Unstructured, typ string) string {
 	s, _, _ := condition(obj, typ)
 	return s
 }
+
+// QueueFit is fit's answer for a workload submitted to Kueue (the label
+// kueue.x-k8s.io/queue-name): does its ClusterQueue have the quota, next
+// to whether the nodes have the room.
+type QueueFit struct {
+	LocalQueue   string           `json:"localQueue"`
+	ClusterQueue string           `json:"clusterQueue,omitempty"`
+	Needs        map[string]int64 `json:"needs,omitempty"`
+	Free         map[string]int64 `json:"free,omitempty"`
+	// HasQuota: the ClusterQueue's unreserved nominal quota covers Needs
+	// (without borrowing); Admitted: Kueue has admitted the workload
+	// already, so it holds its quota.
+	HasQuota bool   `json:"hasQuota"`
+	Admitted bool   `json:"admitted,omitempty"`
+	Summary  string `json:"summary"`
+}
+
+// kueueFit judges the quota of workload root in ns for fit; nil when root
+// is not submitted to Kueue. needs are its GPUs by resource name.
+func kueueFit(ctx context.Context, c *Cluster, root *unstructured.Unstructured, ns string, needs map[string]int64) *QueueFit {
+	lq := root.GetLabels()[kueueQueueNameKey]
+	if lq == "" {
+		return nil
+	}
+	f := &QueueFit{LocalQueue: lq, Needs: needs}
+	if _, err := c.Mapper.RESTMapping(kueueWorkloadGK, kueueVersion); err != nil {
+		f.Summary = fmt.Sprintf("labelled for Kueue's LocalQueue %s, but the cluster serves no Kueue: nothing would admit it", lq)
+		return f
+	}
+	if uid := root.GetUID(); uid != "" {
+		if wls, err := listKueueWorkloads(ctx, c, ns); err == nil {
+			if wl := kueueWorkloadOf(wls, uid); wl != nil && conditionStatus(wl, "Admitted") == "True" {
+				f.Admitted, f.HasQuota = true, true
+				f.ClusterQueue, _, _ = unstructured.NestedString(wl.Object, "status", "admission", "clusterQueue")
+				f.Summary = "admitted by Kueue to ClusterQueue " + f.ClusterQueue + ": it holds its quota"
+				return f
+			}
+		}
+	}
+	probe := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"namespace": ns}, "spec": map[string]any{"queueName": lq}}}
+	in := &kueueInput{Workload: probe}
+	warnings := readKueueQueue(ctx, c, in)
+	f.ClusterQueue = in.ClusterQueueName
+	if in.ClusterQueue == nil {
+		f.Summary = "Kueue's quota not evaluated"
+		if len(warnings) > 0 {
+			f.Summary += ": " + warnings[0]
+		}
+		return f
+	}
+	f.Free = kueueFree(in.ClusterQueue, in.Admitted, needs)
+	f.HasQuota = true
+	var short []string
+	names := make([]string, 0, len(needs))
+	for n := range needs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		free, covered := f.Free[n]
+		switch {
+		case !covered:
+			f.HasQuota = false
+			short = append(short, fmt.Sprintf("%s is not covered by it (Kueue admits nothing that asks for it)", n))
+		case free < needs[n]:
+			f.HasQuota = false
+			short = append(short, fmt.Sprintf("needs %d %s, %d free", needs[n], n, free))
+		}
+	}
+	if f.HasQuota {
+		f.Summary = "ClusterQueue " + f.ClusterQueue + " has the quota" + needsText(&QueueView{Needs: needs, Free: f.Free}) + " (Kueue would admit it)"
+	} else {
+		f.Summary = "ClusterQueue " + f.ClusterQueue + " lacks the quota: " + strings.Join(short, "; ") + " (Kueue keeps it queued)"
+	}
+	return f
+}

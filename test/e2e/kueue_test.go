@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -233,6 +235,20 @@ func TestKueueQuotaThenGang(t *testing.T) {
 	table, _, code := muster(t, "get", "-n", ns)
 	if code != 0 || !strings.Contains(table, "QUEUE") || !strings.Contains(table, "Admitted ("+ns+")") || !strings.Contains(table, "Pending (localqueue default)") {
 		t.Errorf("muster get -n %s (exit %d) lacks the QUEUE column or its states:\n%s", ns, code, table)
+	}
+
+	// muster fit answers both questions: the nodes (taken by first) and
+	// the ClusterQueue's quota (taken too).
+	file := filepath.Join(t.TempDir(), "third.yaml")
+	if err := os.WriteFile(file, []byte(kueueJobSetYAML("third", ns, sched, 4, 4, "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fitOut, fitErr, code := muster(t, "fit", "-f", file, "-n", ns)
+	if !strings.Contains(fitOut, "Queue: ClusterQueue "+ns+" lacks the quota: needs 16 nvidia.com/gpu, 0 free") {
+		t.Errorf("muster fit -f third.yaml (exit %d) does not say the quota is short:\n%s%s", code, fitOut, fitErr)
+	}
+	if fitOut, _, _ := muster(t, "fit", "jobset/first", "-n", ns); !strings.Contains(fitOut, "admitted by Kueue to ClusterQueue "+ns) {
+		t.Errorf("muster fit jobset/first does not say Kueue admitted it:\n%s", fitOut)
 	}
 
 	succeedAll(t, ns, "jobset.sigs.k8s.io/jobset-name=first")
