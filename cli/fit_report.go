@@ -112,8 +112,8 @@ type WorkloadFit struct {
 	Fits    bool   `json:"fits"`
 	// FitsAfterPreempting: some gang fits only after preempting, every
 	// other fits now.
-	FitsAfterPreempting bool      `json:"fitsAfterPreempting"`
-	Note                string    `json:"note,omitempty"`
+	FitsAfterPreempting bool   `json:"fitsAfterPreempting"`
+	Note                string `json:"note,omitempty"`
 	// Queue is Kueue's side, for a workload submitted to it: whether its
 	// ClusterQueue has the quota.
 	Queue *QueueFit `json:"queue,omitempty"`
