@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,8 +17,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
 
+	"github.com/muster-io/muster/catalog"
+	"github.com/muster-io/muster/cli"
+	"github.com/muster-io/muster/definition"
 	"github.com/muster-io/muster/localcluster"
+	"github.com/muster-io/muster/localcluster/operators"
 )
 
 // Kueue in front of muster: the real Kueue (operator "kueue") admits
@@ -24,30 +31,46 @@ import (
 
 var kueueWorkloadsGVR = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "workloads"}
 
-// startKueue runs Kueue with the operator's configuration plus extra (YAML
-// keys of Kueue's Configuration, e.g. waitForPodsReady), together with the
+// startKueue runs Kueue on the configuration muster ships for it
+// (manifests/kueue/kueue-config-fragment.yaml) with the keys of extra
+// (YAML, e.g. a waitForPodsReady of seconds) over it, together with the
 // operators the test's workloads need.
 func startKueue(t *testing.T, extra string, operators ...string) {
 	t.Helper()
 	ensureNamespace(t, "kueue-system")
-	opts := localcluster.OperatorOptions{}
-	if extra != "" {
-		opts.Config = kueueBaseConfig + extra
+	cfg := shippedKueueConfig(t)
+	cfg["namespace"] = "kueue-system"
+	var over map[string]any
+	if err := yaml.Unmarshal([]byte(extra), &over); err != nil {
+		t.Fatal(err)
 	}
-	runs := []operatorRun{{name: "kueue", opts: opts}}
+	for k, v := range over {
+		cfg[k] = v
+	}
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := []operatorRun{{name: "kueue", opts: localcluster.OperatorOptions{Config: string(b)}}}
 	for _, name := range operators {
 		runs = append(runs, operatorRun{name: name})
 	}
 	startOperators(t, runs...)
 }
 
-// kueueBaseConfig is operator.yaml's config for Kueue, which a test's
-// extra configuration extends (Config replaces it whole).
-const kueueBaseConfig = `namespace: kueue-system
-manageJobsWithoutQueueName: false
-integrations:
-  frameworks: [batch/job, jobset.x-k8s.io/jobset, ray.io/rayjob, ray.io/raycluster, leaderworkerset.x-k8s.io/leaderworkerset]
-`
+// shippedKueueConfig reads the Kueue configuration keys muster ships.
+func shippedKueueConfig(t *testing.T) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(manifestsDir(), "kueue", "kueue-config-fragment.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(b, &cfg); err != nil {
+		t.Fatalf("kueue-config-fragment.yaml: %v", err)
+	}
+	return cfg
+}
 
 func ensureNamespace(t *testing.T, name string) {
 	t.Helper()
@@ -284,6 +307,18 @@ func TestKueueWaitForPodsReadyNoPartialGang(t *testing.T) {
 
 	applyYAML(t, ns, kueueJobSetYAML("wide", ns, sched, 2, 4, ""))
 	waitWorkloadCondition(t, ns, "JobSet", "wide", "Admitted", "True")
+	// Admitted by quota, held by placement: describe names both gates.
+	waitFor(t, localcluster.ShortTimeout, "describe jobset/wide: admitted by Kueue, gang pending", func(context.Context) (bool, string, error) {
+		out, errOut, code := muster(t, "describe", "jobset/wide", "-n", ns, "-o", "json")
+		if code != 0 {
+			return false, errOut, nil
+		}
+		var d cli.Description
+		if err := json.Unmarshal([]byte(out), &d); err != nil || d.Queue == nil {
+			return false, "no queue view", err
+		}
+		return strings.HasPrefix(d.Queue.Summary, "admitted by Kueue; gang pending: ") && strings.Contains(d.Queue.Summary, "nvidia.com/gpu"), d.Queue.Summary, nil
+	})
 	sel := "jobset.sigs.k8s.io/jobset-name=wide"
 	// Through admissions and evictions until Kueue gives up: not one pod
 	// of the gang on a node, every filler still running.
@@ -468,5 +503,116 @@ spec:
 	})
 	if d := describeJSON(t, ns, "job/late"); d.Queue == nil || !strings.Contains(d.Queue.Summary, "needs 2 nvidia.com/gpu, 0 free") {
 		t.Errorf("describe job/late: queue %+v, want it waiting for 2 GPUs with 0 free", d.Queue)
+	}
+}
+
+// TestKueueConfigFragment holds the Kueue configuration muster ships to
+// both sides: every framework it enables is one this Kueue version knows
+// (its own shipped configuration lists them) and one muster's catalog
+// defines (AppWrapper aside: the catalog leaves it to the kinds it wraps),
+// and waitForPodsReady waits well beyond muster-scheduler's Permit timeout,
+// so Kueue never evicts a gang muster is still binding.
+func TestKueueConfigFragment(t *testing.T) {
+	cfg := shippedKueueConfig(t)
+	modDir, err := operators.ModuleDir(t.Context(), "kueue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(modDir, "config", "components", "manager", "controller_manager_config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kueueDefault struct {
+		Integrations struct{ Frameworks []string } `json:"integrations"`
+	}
+	if err := yaml.Unmarshal(b, &kueueDefault); err != nil {
+		t.Fatal(err)
+	}
+	var ours struct {
+		Integrations     struct{ Frameworks []string } `json:"integrations"`
+		WaitForPodsReady struct {
+			Timeout           string `json:"timeout"`
+			BlockAdmission    *bool  `json:"blockAdmission"`
+			RequeuingStrategy struct {
+				Timestamp          string `json:"timestamp"`
+				BackoffBaseSeconds int    `json:"backoffBaseSeconds"`
+				BackoffMaxSeconds  int    `json:"backoffMaxSeconds"`
+			} `json:"requeuingStrategy"`
+		} `json:"waitForPodsReady"`
+		ManageJobsWithoutQueueName *bool `json:"manageJobsWithoutQueueName"`
+	}
+	raw, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(raw, &ours); err != nil {
+		t.Fatalf("kueue-config-fragment.yaml sets a key this test does not check: %v", err)
+	}
+	reg, err := catalog.NewRegistry(definition.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defined := map[string]bool{} // group/lower(kind)
+	for _, e := range reg.List() {
+		defined[strings.ToLower(e.GroupKind.Group+"/"+e.GroupKind.Kind)] = true
+	}
+	if len(ours.Integrations.Frameworks) == 0 {
+		t.Fatal("no integrations.frameworks")
+	}
+	for _, fw := range ours.Integrations.Frameworks {
+		if !slices.Contains(kueueDefault.Integrations.Frameworks, fw) {
+			t.Errorf("framework %s: Kueue %s does not know it (it knows %v)", fw, modDir, kueueDefault.Integrations.Frameworks)
+		}
+		key := fw
+		if !strings.Contains(fw, "/") {
+			key = "/" + fw // core: pod
+		}
+		if fw == "workload.codeflare.dev/appwrapper" {
+			continue // no definition on purpose (catalog/README.md); the wrapped kinds keep theirs
+		}
+		if !defined[key] {
+			t.Errorf("framework %s: muster's catalog defines no such kind", fw)
+		}
+	}
+	timeout, err := time.ParseDuration(ours.WaitForPodsReady.Timeout)
+	if err != nil {
+		t.Fatalf("waitForPodsReady.timeout %q: %v", ours.WaitForPodsReady.Timeout, err)
+	}
+	var sc struct {
+		Profiles []struct {
+			PluginConfig []struct {
+				Args struct {
+					PermitTimeoutSeconds int `json:"permitTimeoutSeconds"`
+				} `json:"args"`
+			} `json:"pluginConfig"`
+		} `json:"profiles"`
+	}
+	scb, err := os.ReadFile(filepath.Join(manifestsDir(), "scheduler-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(scb, &sc); err != nil {
+		t.Fatal(err)
+	}
+	permit := 0
+	for _, p := range sc.Profiles {
+		for _, pc := range p.PluginConfig {
+			permit = max(permit, pc.Args.PermitTimeoutSeconds)
+		}
+	}
+	if permit == 0 {
+		t.Fatal("scheduler-config.yaml sets no permitTimeoutSeconds")
+	}
+	if timeout < 5*time.Duration(permit)*time.Second {
+		t.Errorf("waitForPodsReady.timeout %s is less than 5× muster-scheduler's permitTimeoutSeconds %d", timeout, permit)
+	}
+	if b := ours.WaitForPodsReady.BlockAdmission; b == nil || *b {
+		t.Errorf("waitForPodsReady.blockAdmission %v, want false (muster starts no gang partly)", b)
+	}
+	if rs := ours.WaitForPodsReady.RequeuingStrategy; rs.Timestamp != "Eviction" || rs.BackoffBaseSeconds <= 0 {
+		t.Errorf("waitForPodsReady.requeuingStrategy %+v: want requeuing by eviction time, with a backoff", rs)
+	}
+	if m := ours.ManageJobsWithoutQueueName; m == nil || *m {
+		t.Errorf("manageJobsWithoutQueueName %v, want false", m)
 	}
 }

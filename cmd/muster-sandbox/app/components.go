@@ -238,7 +238,7 @@ func buildOperators(ctx context.Context, names []string, progress func(string, .
 
 // startOperator waits for the operator's build and runs it; its webhooks are
 // registered by URL and deleted again when the control plane stops.
-func startOperator(ctx context.Context, cp *localcluster.ControlPlane, b *operatorBuild, progress func(string, ...any)) error {
+func startOperator(ctx context.Context, cp *localcluster.ControlPlane, b *operatorBuild, opts localcluster.OperatorOptions, progress func(string, ...any)) error {
 	select {
 	case <-b.done:
 	case <-ctx.Done():
@@ -250,7 +250,7 @@ func startOperator(ctx context.Context, cp *localcluster.ControlPlane, b *operat
 	if b.slow.Load() {
 		progress("%s operator built in %s (cached for later runs)", b.name, b.took.Round(time.Second))
 	}
-	_, err := localcluster.StartOperator(ctx, cp, b.name)
+	_, err := localcluster.StartOperatorWith(ctx, cp, b.name, opts)
 	return err
 }
 
@@ -262,7 +262,7 @@ func (sb *sandbox) ensureOperator(ctx context.Context, op string) error {
 	if op == "" || sb.started[op] || sb.unavailable[op] != "" {
 		return nil
 	}
-	if err := startOperator(ctx, sb.cp, sb.builds[op], sb.progress); err != nil {
+	if err := startOperator(ctx, sb.cp, sb.builds[op], sb.operatorOptions[op], sb.progress); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

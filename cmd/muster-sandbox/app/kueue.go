@@ -3,6 +3,10 @@ package app
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/muster-io/muster/localcluster"
 )
@@ -28,6 +32,11 @@ func (sb *sandbox) startKueue(ctx context.Context) error {
 	if err := createNamespace(ctx, sb.cp, kueueNamespace); err != nil {
 		return err
 	}
+	cfg, err := kueueConfig(sb.root)
+	if err != nil {
+		return err
+	}
+	sb.operatorOptions[KueueOperator] = localcluster.OperatorOptions{Config: cfg}
 	if err := sb.ensureOperator(ctx, KueueOperator); err != nil {
 		return err
 	}
@@ -41,4 +50,23 @@ func (sb *sandbox) startKueue(ctx context.Context) error {
 	sb.progress("Kueue queues: ClusterQueue %s (%d nvidia.com/gpu of quota), LocalQueue %s in namespace %s; submit a workload with the label kueue.x-k8s.io/queue-name=%s",
 		KueueClusterQueue, sb.cfg.KueueGPUs, KueueLocalQueue, kueueUserNS, KueueLocalQueue)
 	return nil
+}
+
+// KueueConfigFragment is, in the source tree, the Kueue configuration
+// muster ships (manifests/README.md#kueue); the sandbox runs Kueue on it.
+const KueueConfigFragment = "manifests/kueue/kueue-config-fragment.yaml"
+
+// kueueConfig is the shipped fragment with Kueue's namespace.
+func kueueConfig(root string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(root, KueueConfigFragment))
+	if err != nil {
+		return "", err
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(b, &cfg); err != nil {
+		return "", fmt.Errorf("%s: %w", KueueConfigFragment, err)
+	}
+	cfg["namespace"] = kueueNamespace
+	out, err := yaml.Marshal(cfg)
+	return string(out), err
 }

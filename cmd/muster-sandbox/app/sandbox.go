@@ -200,6 +200,9 @@ type sandbox struct {
 	// the operators that run.
 	unavailable map[string]string
 	started     map[string]bool
+	// operatorOptions are how an operator is run, where not as its
+	// operator.yaml says (Kueue: on the configuration muster ships).
+	operatorOptions map[string]localcluster.OperatorOptions
 }
 
 // newSandbox checks the flags, fills in the defaults, finds the source tree
@@ -226,7 +229,7 @@ func newSandbox(cfg Config) (*sandbox, error) {
 		// would be no use to anyone.
 		cfg.Keep = true
 	}
-	sb := &sandbox{unavailable: map[string]string{}, started: map[string]bool{}}
+	sb := &sandbox{unavailable: map[string]string{}, started: map[string]bool{}, operatorOptions: map[string]localcluster.OperatorOptions{}}
 	var err error
 	if sb.kubeconfig, err = filepath.Abs(cfg.Kubeconfig); err != nil {
 		return nil, err
