@@ -46,6 +46,9 @@ type contentionRun struct {
 	WritesTotal int
 	// Turnover says where a waiting gang's GPUs sat idle (turnovers).
 	Turnover turnoverStats
+	// Evictions counts Kueue's evictions of the run's Workloads (the
+	// kueue- variants; waitForPodsReady's, nothing else evicts there).
+	Evictions int
 }
 
 // runContention runs one variant once: demand twice the capacity, gangs in
@@ -54,6 +57,17 @@ type contentionRun struct {
 // own, as a real job waiting for its missing workers.
 func runContention(ctx context.Context, tb testing.TB, s benchSizes, variant string, rep int, seed int64) (contentionRun, error) {
 	res := contentionRun{Variant: variant, Rep: rep}
+	fullVariant := variant
+	variant, withKueue := kueueVariant(variant)
+	if withKueue {
+		// Started first, stopped last: its finalizers on the pods go
+		// only while it runs, and the namespace's cleanup waits for them.
+		stopKueue, err := startBenchKueue(ctx)
+		if err != nil {
+			return res, err
+		}
+		defer stopKueue()
+	}
 	ns, err := controlPlane.NewNamespace(ctx, "bench-ct-")
 	if err != nil {
 		return res, err
@@ -64,6 +78,13 @@ func runContention(ctx context.Context, tb testing.TB, s benchSizes, variant str
 	}
 	gangs := gangNames(s.Gangs, rand.New(rand.NewSource(seed)))
 	sched := "bench-" + variant + "-" + ns
+	if withKueue {
+		cleanupQueues, err := prepareBenchKueue(ctx, ns, s.Nodes*s.GPUsPerNode)
+		defer cleanupQueues()
+		if err != nil {
+			return res, err
+		}
+	}
 	writes := newWriteCounter()
 	var stop func()
 	if variant == variantKAI {
@@ -107,7 +128,7 @@ func runContention(ctx context.Context, tb testing.TB, s benchSizes, variant str
 		capacity: float64(s.Nodes * s.GPUsPerNode), start: time.Now(), partialSince: map[string]time.Time{}}
 	createDone := make(chan error, 1)
 	go func() {
-		err := createGangPodsConcurrently(runCtx, s, variant, sched, ns, gangs)
+		err := createGangPodsConcurrently(runCtx, s, fullVariant, sched, ns, gangs)
 		c.createdMu.Lock()
 		c.created = time.Now()
 		c.createdMu.Unlock()
@@ -117,6 +138,11 @@ func runContention(ctx context.Context, tb testing.TB, s benchSizes, variant str
 		return res, err
 	}
 	res.Writes, res.WritesTotal = writes.stop()
+	if withKueue {
+		if res.Evictions, err = kueueEvictions(ctx, ns); err != nil {
+			return res, err
+		}
+	}
 	if c.allocN > 0 {
 		res.AllocQueued = c.allocSum / float64(c.allocN)
 	}
@@ -349,6 +375,9 @@ func runContentionScenario(ctx context.Context, tb testing.TB, s benchSizes, var
 			}
 			tb.Logf("contention %-7s rep %d: drained=%v in %s (stuck=%v); %d samples, %d partial-gang samples (max %d at once), %d rule violations; GPU allocation while queued %.1f%%",
 				v, r, run.Drained, run.Drain.Round(time.Millisecond), run.Stuck, run.Samples, run.PartialSamples, run.MaxPartial, len(run.Violations), 100*run.AllocQueued)
+			if _, k := kueueVariant(v); k {
+				tb.Logf("contention %-7s rep %d: Kueue evictions %d", v, r, run.Evictions)
+			}
 			tb.Logf("contention %-7s rep %d: scheduler writes %.2f per pod (%s)", v, r, float64(run.WritesTotal)/float64(s.pods()), formatWrites(run.Writes))
 			tb.Logf("contention %-7s rep %d: %s", v, r, run.Turnover)
 			for i, vio := range run.Violations {
@@ -361,7 +390,7 @@ func runContentionScenario(ctx context.Context, tb testing.TB, s benchSizes, var
 			rep.Runs = append(rep.Runs, run)
 		}
 	}
-	rows := [][]string{{"variant", "rep", "drained", "stuck", "drain_s", "samples", "partial_gang_samples", "max_partial", "violations", "gpu_alloc_while_queued"}}
+	rows := [][]string{{"variant", "rep", "drained", "stuck", "drain_s", "samples", "partial_gang_samples", "max_partial", "violations", "gpu_alloc_while_queued", "kueue_evictions"}}
 	partialChart := benchreport.Chart{Title: fmt.Sprintf("Scenario 2: partially bound gangs (%d nodes x %d GPUs, %d gangs of %d; rep 0)", s.Nodes, s.GPUsPerNode, s.Gangs, s.GangSize),
 		XLabel: "seconds since first create", YLabel: "gangs partly bound"}
 	allocChart := benchreport.Chart{Title: "Scenario 2: GPU allocation (rep 0)", XLabel: "seconds since first create", YLabel: "% of GPUs allocated", YMax: 100}
@@ -376,7 +405,7 @@ func runContentionScenario(ctx context.Context, tb testing.TB, s benchSizes, var
 				continue
 			}
 			rows = append(rows, []string{v, strconv.Itoa(run.Rep), strconv.FormatBool(run.Drained), strconv.FormatBool(run.Stuck), f3(run.Drain.Seconds()), strconv.Itoa(run.Samples),
-				strconv.Itoa(run.PartialSamples), strconv.Itoa(run.MaxPartial), strconv.Itoa(len(run.Violations)), f3(run.AllocQueued)})
+				strconv.Itoa(run.PartialSamples), strconv.Itoa(run.MaxPartial), strconv.Itoa(len(run.Violations)), f3(run.AllocQueued), strconv.Itoa(run.Evictions)})
 			if run.Drained {
 				drained++
 				drains = append(drains, run.Drain.Seconds())

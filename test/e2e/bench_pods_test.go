@@ -356,9 +356,14 @@ func gangNames(n int, shuffle *rand.Rand) []string {
 // creators taking whole gangs in order (so gangs arrive interleaved, as from
 // several controllers at once). It returns when all creates are done.
 func createGangPodsConcurrently(ctx context.Context, s benchSizes, variant, sched, ns string, gangs []string) error {
+	base, kueue := kueueVariant(variant)
 	return parallel(len(gangs), s.Workers, func(i int) error {
 		for k := range s.GangSize {
-			if _, err := controlPlane.Client.CoreV1().Pods(ns).Create(ctx, benchPod(variant, sched, ns, gangs[i], k), metav1.CreateOptions{}); err != nil {
+			p := benchPod(base, sched, ns, gangs[i], k)
+			if kueue {
+				kueueBenchPod(p, gangs[i], s.GangSize)
+			}
+			if _, err := controlPlane.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 				return err
 			}
 		}
