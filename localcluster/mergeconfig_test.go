@@ -54,3 +54,28 @@ func yamlString(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+func TestOverlayConfig(t *testing.T) {
+	const base = "namespace: kueue-system\ncontroller: {groupKindConcurrency: {Pod: 5}}\nintegrations: {frameworks: [batch/job]}\n"
+	out, err := overlayConfig(base, "integrations: {frameworks: [pod]}\nwaitForPodsReady: {timeout: 20s}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := yaml.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{
+		"namespace":        "kueue-system\n",
+		"controller":       "groupKindConcurrency:\n  Pod: 5\n",
+		"integrations":     "frameworks:\n- pod\n",
+		"waitForPodsReady": "timeout: 20s\n",
+	} {
+		if g := yamlString(t, got[k]); g != want {
+			t.Errorf("%s = %q, want %q", k, g, want)
+		}
+	}
+	if _, err := overlayConfig(base, "- a\n"); err == nil {
+		t.Error("a list as the overlay: no error")
+	}
+}

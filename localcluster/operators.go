@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -69,9 +70,11 @@ func StartOperator(ctx context.Context, cp *ControlPlane, name string) (*Operato
 
 // OperatorOptions change how StartOperatorWith runs an operator.
 type OperatorOptions struct {
-	// Config, when set, replaces operator.yaml's config: the rest of the
-	// operator's Configuration (a YAML mapping), merged into what
-	// StartOperator writes, whose keys it may not set.
+	// Config is more of the operator's Configuration (a YAML mapping): its
+	// top-level keys replace those of operator.yaml's config (whose other
+	// keys stay, e.g. the controllers' concurrency the operator ships
+	// with), and the result is merged into what StartOperator writes,
+	// whose keys it may not set.
 	Config string
 }
 
@@ -107,7 +110,11 @@ func StartOperatorWith(ctx context.Context, cp *ControlPlane, name string, opts 
 		probe = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	}
 	if opts.Config != "" {
-		spec.Config = opts.Config
+		over, err := overlayConfig(spec.Config, opts.Config)
+		if err != nil {
+			return nil, fmt.Errorf("operator %s: config: %w", name, err)
+		}
+		spec.Config = string(over)
 	}
 	configPath, caBundle, err := writeOperatorConfig(dir, name, spec, port, probe)
 	if err != nil {
@@ -173,6 +180,23 @@ health: {healthProbeBindAddress: %q}
 		return "", nil, err
 	}
 	return configPath, caBundle, nil
+}
+
+// overlayConfig returns base with each top-level key of over set to
+// over's value.
+func overlayConfig(base, over string) ([]byte, error) {
+	var b, o map[string]any
+	if err := yaml.Unmarshal([]byte(base), &b); err != nil {
+		return nil, err
+	}
+	if err := yaml.Unmarshal([]byte(over), &o); err != nil {
+		return nil, err
+	}
+	if b == nil {
+		b = map[string]any{}
+	}
+	maps.Copy(b, o)
+	return yaml.Marshal(b)
 }
 
 // mergeConfig adds the keys of the YAML mapping extra to those of base; a

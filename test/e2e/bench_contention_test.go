@@ -49,6 +49,8 @@ type contentionRun struct {
 	// Evictions counts Kueue's evictions of the run's Workloads (the
 	// kueue- variants; waitForPodsReady's, nothing else evicts there).
 	Evictions int
+	// KueueWatch says where the evictions came from (kueueWatch.summary).
+	KueueWatch string
 }
 
 // runContention runs one variant once: demand twice the capacity, gangs in
@@ -123,6 +125,14 @@ func runContention(ctx context.Context, tb testing.TB, s benchSizes, variant str
 	}
 	fin.setTracker(tr)
 	defer tr.stop()
+	var kw *kueueWatch
+	if withKueue {
+		var stopWatch func()
+		if kw, stopWatch, err = watchKueueWorkloads(runCtx, ns, tr); err != nil {
+			return res, err
+		}
+		defer stopWatch()
+	}
 
 	c := &contentionSampler{s: s, variant: variant, ns: ns, tr: tr, fin: fin, res: &res,
 		capacity: float64(s.Nodes * s.GPUsPerNode), start: time.Now(), partialSince: map[string]time.Time{}}
@@ -142,6 +152,7 @@ func runContention(ctx context.Context, tb testing.TB, s benchSizes, variant str
 		if res.Evictions, err = kueueEvictions(ctx, ns); err != nil {
 			return res, err
 		}
+		res.KueueWatch = kw.summary()
 	}
 	if c.allocN > 0 {
 		res.AllocQueued = c.allocSum / float64(c.allocN)
@@ -376,7 +387,7 @@ func runContentionScenario(ctx context.Context, tb testing.TB, s benchSizes, var
 			tb.Logf("contention %-7s rep %d: drained=%v in %s (stuck=%v); %d samples, %d partial-gang samples (max %d at once), %d rule violations; GPU allocation while queued %.1f%%",
 				v, r, run.Drained, run.Drain.Round(time.Millisecond), run.Stuck, run.Samples, run.PartialSamples, run.MaxPartial, len(run.Violations), 100*run.AllocQueued)
 			if _, k := kueueVariant(v); k {
-				tb.Logf("contention %-7s rep %d: Kueue evictions %d", v, r, run.Evictions)
+				tb.Logf("contention %-7s rep %d: Kueue evictions %d; %s", v, r, run.Evictions, run.KueueWatch)
 			}
 			tb.Logf("contention %-7s rep %d: scheduler writes %.2f per pod (%s)", v, r, float64(run.WritesTotal)/float64(s.pods()), formatWrites(run.Writes))
 			tb.Logf("contention %-7s rep %d: %s", v, r, run.Turnover)

@@ -3,10 +3,13 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 
 	"github.com/muster-io/muster/localcluster"
@@ -152,4 +157,134 @@ func TestBenchKueueSmoke(t *testing.T) {
 			t.Errorf("%s: violations %v", run.Variant, run.Violations)
 		}
 	}
+}
+
+// kueueWatch follows the run's Kueue Workloads on a watch, to say where an
+// eviction came from: each Evicted=True transition is recorded with its
+// reason and how many of the gang's pods were bound at that moment (none:
+// the gang never reached the scheduler in time; all: it was placed whole
+// and only its readiness came late), and each first admission with its
+// time, for admission → whole-gang latencies.
+type kueueWatch struct {
+	tr *podTracker
+
+	mu        sync.Mutex
+	admitted  map[string]time.Time // gang → first QuotaReserved
+	evictedAt map[string]string    // workload → last Evicted transition seen
+	evictions []kueueEviction
+}
+
+type kueueEviction struct {
+	gang, reason string
+	bound        int
+}
+
+func watchKueueWorkloads(ctx context.Context, ns string, tr *podTracker) (*kueueWatch, func(), error) {
+	w := &kueueWatch{tr: tr, admitted: map[string]time.Time{}, evictedAt: map[string]string{}}
+	ctx, cancel := context.WithCancel(ctx)
+	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(controlPlane.Dynamic, 0, ns, nil)
+	inf := f.ForResource(kueueWorkloadsGVR).Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    w.observe,
+		UpdateFunc: func(_, o any) { w.observe(o) },
+	}); err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	return w, func() { cancel(); f.Shutdown() }, nil
+}
+
+func (w *kueueWatch) observe(obj any) {
+	wl, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	gang := ""
+	w.tr.mu.Lock()
+	for _, ref := range wl.GetOwnerReferences() {
+		if st := w.tr.pods[ref.Name]; st != nil {
+			gang = st.gang
+			break
+		}
+	}
+	w.tr.mu.Unlock()
+	if gang == "" {
+		return
+	}
+	conds, _, _ := unstructured.NestedSlice(wl.Object, "status", "conditions")
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m == nil || m["status"] != "True" {
+			continue
+		}
+		ltt, _ := m["lastTransitionTime"].(string)
+		switch m["type"] {
+		case "QuotaReserved":
+			if _, seen := w.admitted[gang]; !seen {
+				w.admitted[gang] = time.Now() // as seen: the condition's time is in whole seconds
+			}
+		case "Evicted":
+			if w.evictedAt[wl.GetName()] == ltt {
+				continue
+			}
+			w.evictedAt[wl.GetName()] = ltt
+			reason, _ := m["reason"].(string)
+			w.tr.mu.Lock()
+			bound := w.tr.gangBound[gang]
+			w.tr.mu.Unlock()
+			w.evictions = append(w.evictions, kueueEviction{gang: gang, reason: reason, bound: bound})
+		}
+	}
+}
+
+// summary says how the run's evictions split by reason and by the gang's
+// bound pods at eviction, and the p50/p90 of first admission → last member
+// bound over the gangs that became whole.
+func (w *kueueWatch) summary() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	split := map[string]int{}
+	for _, e := range w.evictions {
+		split[fmt.Sprintf("%s with %d bound", e.reason, e.bound)]++
+	}
+	keys := slices.Sorted(maps.Keys(split))
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%d %s", split[k], k))
+	}
+	lastBound, lastUngated := map[string]time.Time{}, map[string]time.Time{}
+	w.tr.mu.Lock()
+	for _, st := range w.tr.pods {
+		if st.boundAt.After(lastBound[st.gang]) {
+			lastBound[st.gang] = st.boundAt
+		}
+		if st.ungatedAt.After(lastUngated[st.gang]) {
+			lastUngated[st.gang] = st.ungatedAt
+		}
+	}
+	w.tr.mu.Unlock()
+	var toUngated, toBound []time.Duration
+	for g, at := range w.admitted {
+		if u, ok := lastUngated[g]; ok {
+			toUngated = append(toUngated, u.Sub(at))
+			if b, ok := lastBound[g]; ok {
+				toBound = append(toBound, b.Sub(u))
+			}
+		}
+	}
+	return fmt.Sprintf("%d evictions seen [%s]; first admission → last member ungated p50/p90 %s, last ungated → last bound p50/p90 %s, over %d gangs",
+		len(w.evictions), strings.Join(parts, ", "), p5090(toUngated), p5090(toBound), len(toBound))
+}
+
+func p5090(d []time.Duration) string {
+	if len(d) == 0 {
+		return "-"
+	}
+	slices.Sort(d)
+	q := func(p float64) time.Duration { return d[int(p*float64(len(d)-1))].Round(100 * time.Millisecond) }
+	return fmt.Sprintf("%s/%s", q(0.5), q(0.9))
 }

@@ -200,6 +200,9 @@ type podState struct {
 	done    bool // Succeeded or Failed
 	boundAt time.Time
 	doneAt  time.Time
+	// ungatedAt is when the pod was first seen without scheduling gates
+	// (its creation when it never had one).
+	ungatedAt time.Time
 }
 
 // podTracker follows the benchmark's pods through an informer (so sampling
@@ -259,6 +262,9 @@ func (t *podTracker) observe(obj any) {
 		t.pods[p.Name] = s
 	}
 	terminal := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	if len(p.Spec.SchedulingGates) == 0 && s.ungatedAt.IsZero() {
+		s.ungatedAt = now
+	}
 	if p.Spec.NodeName != "" && s.boundAt.IsZero() {
 		s.boundAt = now
 		t.boundTimes = append(t.boundTimes, now)
