@@ -197,6 +197,7 @@ func NewRootCommand(env *Env) *cobra.Command {
 	cmd.AddCommand(
 		NewCmdDescribe(env),
 		NewCmdFit(env),
+		NewCmdDashboard(env),
 		NewCmdGet(env),
 		NewCmdValidate(env),
 		NewCmdSetScheduler(env),

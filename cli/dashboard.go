@@ -1,0 +1,271 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
+
+	"github.com/spf13/cobra"
+
+	"github.com/muster-io/muster/dashboard"
+)
+
+const dashboardLong = `Serve a live web view of the cluster: every node's GPUs as cells coloured by
+the workload holding them, grouped by topology domain; every workload with a
+gang, its members scheduled and ready, and why it waits; and, for the workload
+you click, the same describe and fit answers as the CLI.
+
+The dashboard reads with your kubeconfig and RBAC and never writes. It
+watches nodes, pods and PodGroups (a change shows within about a second),
+keeps no pod's environment, and fetches nothing from the internet: its page
+is embedded in this binary, and its Content-Security-Policy lets the page
+talk to its own origin only.
+
+It listens on 127.0.0.1 and a free port unless --address says otherwise.
+On any address other than a loopback one (0.0.0.0 included) every request
+needs the random access token printed once in the URL, as Jupyter does.`
+
+const dashboardExample = `  # Open the dashboard of the current context in a browser
+  muster dashboard
+
+  # On a fixed port, without opening a browser
+  muster dashboard --address 127.0.0.1:8765 --no-browser
+
+  # Reachable from other machines (the URL printed carries the token)
+  muster dashboard --address 0.0.0.0:8765 --no-browser`
+
+// DashboardOptions are the options of "muster dashboard".
+type DashboardOptions struct {
+	env *Env
+
+	Address   string
+	NoBrowser bool
+	// Topology are the node label keys the map groups nodes by.
+	Topology []string
+
+	// ready, when set, receives the URL once the server listens (tests).
+	ready func(url string)
+
+	genericiooptions.IOStreams
+}
+
+// defaultTopology are the levels muster's gang topology uses in its
+// examples and sandbox, outermost first; a node without one of them is
+// grouped with the others that lack it.
+var defaultTopology = []string{corev1.LabelTopologyZone, "muster.io/block", "muster.io/rack"}
+
+// NewCmdDashboard returns the dashboard command.
+func NewCmdDashboard(env *Env) *cobra.Command {
+	o := &DashboardOptions{env: env, Address: "127.0.0.1:0", Topology: defaultTopology, IOStreams: env.Streams}
+	cmd := &cobra.Command{
+		Use:                   "dashboard [--address HOST:PORT] [--no-browser] [--topology KEY,...]",
+		DisableFlagsInUseLine: true,
+		Short:                 "Serve a live web view of the cluster's GPUs, gangs and why they wait",
+		Long:                  dashboardLong,
+		Example:               dashboardExample,
+		Args:                  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Address, "address", o.Address, "HOST:PORT to listen on (port 0: a free one); any non-loopback host requires the printed access token")
+	f.BoolVar(&o.NoBrowser, "no-browser", false, "Print the URL without opening a browser")
+	f.StringSliceVar(&o.Topology, "topology", o.Topology, "Node label keys the GPU map groups nodes by, outermost first")
+	return cmd
+}
+
+// Validate checks the flags.
+func (o *DashboardOptions) Validate() error {
+	if _, _, err := net.SplitHostPort(o.Address); err != nil {
+		return usageErrorf("--address %q: want HOST:PORT (%v)", o.Address, err)
+	}
+	for _, k := range o.Topology {
+		if k == "" || strings.ContainsAny(k, " \t") {
+			return usageErrorf("--topology %q is not a label key", k)
+		}
+	}
+	return nil
+}
+
+// Run serves until ctx ends.
+func (o *DashboardOptions) Run(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	c, err := o.env.Cluster()
+	if err != nil {
+		return err
+	}
+	// The CLI's clients time out after 30 s, which would cut every watch:
+	// the dashboard's watches get clients of their own.
+	cfg, err := o.env.ConfigFlags.ToRESTConfig()
+	if err != nil {
+		return unreachableErrorf("kubeconfig: %v", err)
+	}
+	cfg.Timeout = 0
+	cfg.QPS, cfg.Burst = 50, 100
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	pg, err := pgclientset.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	_, pgErr := c.Mapper.RESTMapping(schema.GroupKind{Group: "scheduling.x-k8s.io", Kind: "PodGroup"}, "v1alpha1")
+	live := dashboard.NewLive(kube, pg, dashboard.LiveOptions{Levels: o.Topology, GPUResources: o.env.gpuNames(), WithPodGroups: pgErr == nil})
+	if pgErr != nil {
+		o.env.warnf("the cluster serves no scheduler-plugins PodGroups: every pod shows outside any gang")
+	}
+	if err := live.Start(ctx); err != nil {
+		return apiError("watching the cluster", err)
+	}
+
+	ln, err := net.Listen("tcp", o.Address)
+	if err != nil {
+		return usageErrorf("--address %s: %v", o.Address, err)
+	}
+	srv := &dashboard.Server{Live: live, Detail: o.detail}
+	url := "http://" + printedAddr(ln.Addr()) + "/"
+	if dashboard.NeedsToken(ln.Addr().String()) {
+		if srv.Token, err = dashboard.NewToken(); err != nil {
+			ln.Close()
+			return err
+		}
+		url += "?token=" + srv.Token
+	}
+	fmt.Fprintf(o.Out, "muster dashboard: %s\n(Ctrl-C stops it)\n", url)
+	if o.ready != nil {
+		o.ready(url)
+	}
+	if !o.NoBrowser {
+		if err := openBrowser(url); err != nil {
+			o.env.warnf("could not open a browser (%v): open the URL above", err)
+		}
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx) // the event streams end with the process
+		return nil
+	case err := <-done:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return err
+	}
+}
+
+// detail renders one workload with the CLI's own describe and fit, into
+// text: one model, two renderings.
+func (o *DashboardOptions) detail(ctx context.Context, apiVersion, kind, namespace, name string) (dashboard.Detail, error) {
+	c, err := o.env.Cluster()
+	if err != nil {
+		return dashboard.Detail{}, err
+	}
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return dashboard.Detail{}, fmt.Errorf("apiVersion %q: %w", apiVersion, err)
+	}
+	m, err := c.Mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: kind}, gv.Version)
+	if err != nil {
+		return dashboard.Detail{}, fmt.Errorf("%s %s: %w", apiVersion, kind, err)
+	}
+	typ := m.Resource.Resource
+	if gv.Group != "" {
+		typ += "." + gv.Version + "." + gv.Group
+	}
+	var d dashboard.Detail
+	if d.Describe, err = o.run(ctx, "describe", typ+"/"+name, "-n", namespace); err != nil {
+		return d, err
+	}
+	fit, err := o.run(ctx, "fit", typ+"/"+name, "-n", namespace)
+	if err != nil {
+		d.FitError = err.Error()
+	}
+	d.Fit = fit
+	return d, nil
+}
+
+// run runs one muster command on the dashboard's cluster into a string.
+func (o *DashboardOptions) run(ctx context.Context, args ...string) (string, error) {
+	var out, errOut bytes.Buffer
+	sub := &Env{
+		Streams:      genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
+		ConfigFlags:  genericclioptions.NewConfigFlags(true),
+		Color:        "never",
+		GPUResources: o.env.GPUResources,
+		NewCluster:   o.env.Cluster,
+		Now:          o.env.Now,
+		Getenv:       o.env.Getenv,
+	}
+	cmd := NewRootCommand(sub)
+	cmd.SetArgs(args)
+	if err := cmd.ExecuteContext(ctx); err != nil {
+		msg := strings.TrimSpace(errOut.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return out.String(), errors.New(msg)
+	}
+	if w := strings.TrimSpace(errOut.String()); w != "" {
+		out.WriteString("\n" + w + "\n")
+	}
+	return out.String(), nil
+}
+
+// printedAddr is the address to print for a listener: its own, or for one
+// on every interface (0.0.0.0, [::]) this machine's host name.
+func printedAddr(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return a.String()
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		return a.String()
+	}
+	return net.JoinHostPort(host, strconv.Itoa(tcp.Port))
+}
+
+// openBrowser opens url in the desktop's browser.
+func openBrowser(url string) error {
+	var cmd *exec.Cmd
+	switch runtime.GOOS {
+	case "darwin":
+		cmd = exec.Command("open", url)
+	case "windows":
+		cmd = exec.Command("rundll32", "url.dll,FileProtocolHandler", url)
+	default:
+		cmd = exec.Command("xdg-open", url)
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	go func() { _ = cmd.Wait() }()
+	return nil
+}

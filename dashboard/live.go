@@ -1,0 +1,214 @@
+package dashboard
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
+	pginformers "sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
+)
+
+// Live keeps the page's snapshot current from watches of nodes, pods and
+// PodGroups (no polling): every change marks it stale, and at most every
+// debounce a new snapshot is built and its version announced to the
+// subscribed pages, which then fetch it.
+type Live struct {
+	levels   []string
+	gpus     []corev1.ResourceName
+	debounce time.Duration
+
+	nodes cache.SharedIndexInformer
+	pods  cache.SharedIndexInformer
+	pgs   cache.SharedIndexInformer // nil when PodGroups are not served
+
+	mu      sync.Mutex
+	version int64
+	body    []byte // the JSON of the current snapshot
+	subs    map[chan int64]struct{}
+	dirty   chan struct{}
+}
+
+// LiveOptions configure NewLive.
+type LiveOptions struct {
+	Levels       []string
+	GPUResources []corev1.ResourceName
+	// Debounce is the shortest time between two snapshots (default 250 ms,
+	// so that a change shows within about a second).
+	Debounce time.Duration
+	// WithPodGroups watches scheduler-plugins PodGroups (false when the
+	// cluster does not serve them: pods then show outside any gang).
+	WithPodGroups bool
+}
+
+// NewLive sets up the informers; Start runs them.
+func NewLive(kube kubernetes.Interface, pg pgclientset.Interface, o LiveOptions) *Live {
+	if o.Debounce == 0 {
+		o.Debounce = 250 * time.Millisecond
+	}
+	f := informers.NewSharedInformerFactory(kube, 0)
+	l := &Live{levels: o.Levels, gpus: o.GPUResources, debounce: o.Debounce,
+		nodes: f.Core().V1().Nodes().Informer(),
+		pods:  f.Core().V1().Pods().Informer(),
+		subs:  map[chan int64]struct{}{}, dirty: make(chan struct{}, 1)}
+	// The page needs no pod's environment, volumes or container commands:
+	// drop them as pods arrive, so that 10 000 pods cost little memory and
+	// nothing secret is held.
+	if err := l.pods.SetTransform(trimPod); err != nil {
+		panic(err) // only fails once started
+	}
+	mark := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { l.markDirty() },
+		UpdateFunc: func(any, any) { l.markDirty() },
+		DeleteFunc: func(any) { l.markDirty() },
+	}
+	_, _ = l.nodes.AddEventHandler(mark) // registration errors only after stop
+	_, _ = l.pods.AddEventHandler(mark)
+	if o.WithPodGroups && pg != nil {
+		pf := pginformers.NewSharedInformerFactory(pg, 0)
+		l.pgs = pf.Scheduling().V1alpha1().PodGroups().Informer()
+		_, _ = l.pgs.AddEventHandler(mark)
+	}
+	return l
+}
+
+// Start runs the informers until ctx ends and waits for their first lists.
+func (l *Live) Start(ctx context.Context) error {
+	infs := []cache.SharedIndexInformer{l.nodes, l.pods}
+	if l.pgs != nil {
+		infs = append(infs, l.pgs)
+	}
+	synced := make([]cache.InformerSynced, 0, len(infs))
+	for _, inf := range infs {
+		go inf.Run(ctx.Done())
+		synced = append(synced, inf.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("watching nodes, pods and PodGroups: %w", context.Cause(ctx))
+	}
+	l.rebuild()
+	go l.loop(ctx)
+	return nil
+}
+
+func (l *Live) markDirty() {
+	select {
+	case l.dirty <- struct{}{}:
+	default:
+	}
+}
+
+func (l *Live) loop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.dirty:
+		}
+		l.rebuild()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(l.debounce):
+		}
+	}
+}
+
+// rebuild makes a new snapshot from the informers' caches and announces it.
+func (l *Live) rebuild() {
+	in := Inputs{Levels: l.levels, GPUResources: l.gpus, Now: time.Now()}
+	for _, o := range l.nodes.GetStore().List() {
+		if n, ok := o.(*corev1.Node); ok {
+			in.Nodes = append(in.Nodes, n)
+		}
+	}
+	for _, o := range l.pods.GetStore().List() {
+		if p, ok := o.(*corev1.Pod); ok {
+			in.Pods = append(in.Pods, p)
+		}
+	}
+	if l.pgs != nil {
+		for _, o := range l.pgs.GetStore().List() {
+			if pg, ok := o.(*schedv1alpha1.PodGroup); ok {
+				in.PodGroups = append(in.PodGroups, pg)
+			}
+		}
+	}
+	s := Build(in)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.version++
+	s.Version = l.version
+	body, err := json.Marshal(s)
+	if err != nil {
+		return // a Snapshot of plain fields always marshals
+	}
+	l.body = body
+	for ch := range l.subs {
+		select {
+		case ch <- l.version:
+		default: // a slow page catches up with the next version
+		}
+	}
+}
+
+// Current returns the JSON of the current snapshot and its version.
+func (l *Live) Current() ([]byte, int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.body, l.version
+}
+
+// Subscribe returns a channel that receives each new version, and the
+// function that ends the subscription.
+func (l *Live) Subscribe() (<-chan int64, func()) {
+	ch := make(chan int64, 1)
+	l.mu.Lock()
+	l.subs[ch] = struct{}{}
+	l.mu.Unlock()
+	return ch, func() {
+		l.mu.Lock()
+		delete(l.subs, ch)
+		l.mu.Unlock()
+	}
+}
+
+// trimPod keeps what Build reads of a pod.
+func trimPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Pod{}
+	out.Name, out.Namespace, out.UID = p.Name, p.Namespace, p.UID
+	out.Labels = p.Labels
+	out.OwnerReferences = p.OwnerReferences
+	out.CreationTimestamp = p.CreationTimestamp
+	out.ResourceVersion = p.ResourceVersion
+	out.Spec.NodeName = p.Spec.NodeName
+	out.Spec.SchedulingGates = p.Spec.SchedulingGates
+	out.Spec.Containers = trimContainers(p.Spec.Containers)
+	out.Spec.InitContainers = trimContainers(p.Spec.InitContainers)
+	out.Status.Phase = p.Status.Phase
+	out.Status.Conditions = p.Status.Conditions
+	out.Status.NominatedNodeName = p.Status.NominatedNodeName
+	return out, nil
+}
+
+func trimContainers(cs []corev1.Container) []corev1.Container {
+	if len(cs) == 0 {
+		return nil
+	}
+	out := make([]corev1.Container, len(cs))
+	for i, c := range cs {
+		out[i] = corev1.Container{Name: c.Name, Resources: c.Resources}
+	}
+	return out
+}

@@ -1,0 +1,331 @@
+package dashboard
+
+import (
+	"cmp"
+	"slices"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/muster-io/muster/api"
+)
+
+// Snapshot is what the page draws: the GPU map and the gangs, in one
+// document small enough for 1000 nodes × 8 GPUs and 10 000 pods (short
+// keys, cells as indexes into Pods rather than repeated names).
+type Snapshot struct {
+	Version int64     `json:"version"`
+	Time    time.Time `json:"time"`
+	// Levels are the node label keys the map groups nodes by, outermost
+	// first.
+	Levels    []string       `json:"levels"`
+	Totals    Totals         `json:"totals"`
+	Nodes     []NodeView     `json:"nodes"`
+	Pods      []PodRef       `json:"pods"`
+	Workloads []WorkloadView `json:"workloads"`
+}
+
+// Totals are the figures above the map, in GPUs.
+type Totals struct {
+	Capacity  int64 `json:"capacity"`
+	Allocated int64 `json:"allocated"`
+	Free      int64 `json:"free"`
+	// IdlePartial are the free GPUs of nodes that hold at least one:
+	// fragmentation, the room no whole-node gang member can use.
+	IdlePartial int64 `json:"idlePartial"`
+	// Waiting is the GPUs pending pods request.
+	Waiting int64 `json:"waiting"`
+}
+
+// NodeView is one node's strip of GPU cells.
+type NodeView struct {
+	Name string `json:"n"`
+	// Domains are the node's values of Snapshot.Levels ("" where unset).
+	Domains []string `json:"d"`
+	// Cells has one entry per allocatable GPU: the index in Snapshot.Pods
+	// of the pod holding it, -1 for free. Nominated cells are those of
+	// pods waiting with this node nominated (Snapshot.Pods[i].Nominated).
+	Cells []int `json:"c"`
+	// Cordoned: unschedulable; Tainted: any NoSchedule or NoExecute taint
+	// (pods that tolerate it may still land there).
+	Cordoned bool `json:"u,omitempty"`
+	Tainted  bool `json:"t,omitempty"`
+}
+
+// PodRef names a pod a cell points at.
+type PodRef struct {
+	Namespace string `json:"ns"`
+	Name      string `json:"n"`
+	// Workload is the index in Snapshot.Workloads of the pod's gang's
+	// workload, -1 for a pod outside any gang.
+	Workload int `json:"w"`
+	// Gang is the pod's PodGroup; Owner its controller ("Job/x").
+	Gang      string `json:"g,omitempty"`
+	Owner     string `json:"o,omitempty"`
+	Nominated bool   `json:"nom,omitempty"`
+}
+
+// WorkloadView is one row of the gangs table: a workload with at least one
+// PodGroup, summed over them.
+type WorkloadView struct {
+	Kind       string    `json:"kind"`
+	APIVersion string    `json:"apiVersion"`
+	Namespace  string    `json:"namespace"`
+	Name       string    `json:"name"`
+	Gangs      int       `json:"gangs"`
+	MinMember  int32     `json:"minMember"`
+	Pods       int       `json:"pods"`
+	Scheduled  int       `json:"scheduled"`
+	Ready      int       `json:"ready"`
+	GPUs       int64     `json:"gpus"`
+	Created    time.Time `json:"created"`
+	Age        string    `json:"age"`
+	// State is running, waiting, partly-bound, evicted or done.
+	State string `json:"state"`
+	// Reason is why it waits, in the scheduler's words (the PodScheduled
+	// condition of one of its pending pods).
+	Reason string `json:"reason,omitempty"`
+}
+
+// Inputs are the objects a snapshot is made of, as the informers hold them.
+type Inputs struct {
+	Nodes     []*corev1.Node
+	Pods      []*corev1.Pod
+	PodGroups []*schedv1alpha1.PodGroup
+	// GPUResources are the resource names counted as GPUs.
+	GPUResources []corev1.ResourceName
+	Levels       []string
+	Now          time.Time
+}
+
+// workloadKey identifies a workload by its PodGroups' controller.
+type workloadKey struct{ apiVersion, kind, namespace, name string }
+
+// Build makes the snapshot of in. It is a pure function of its inputs.
+func Build(in Inputs) *Snapshot {
+	s := &Snapshot{Time: in.Now, Levels: in.Levels, Nodes: []NodeView{}, Pods: []PodRef{}, Workloads: []WorkloadView{}}
+
+	// Workloads from PodGroups; a PodGroup without a controller is its
+	// own workload (a gang made by hand).
+	wlIndex := map[workloadKey]int{}
+	pgWorkload := map[string]int{} // namespace/podgroup → workload index
+	pgs := slices.Clone(in.PodGroups)
+	slices.SortFunc(pgs, func(a, b *schedv1alpha1.PodGroup) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	for _, pg := range pgs {
+		k := workloadKey{"scheduling.x-k8s.io/v1alpha1", "PodGroup", pg.Namespace, pg.Name}
+		for _, ref := range pg.OwnerReferences {
+			if ref.Controller != nil && *ref.Controller {
+				k = workloadKey{ref.APIVersion, ref.Kind, pg.Namespace, ref.Name}
+				break
+			}
+		}
+		i, ok := wlIndex[k]
+		if !ok {
+			i = len(s.Workloads)
+			wlIndex[k] = i
+			s.Workloads = append(s.Workloads, WorkloadView{Kind: k.kind, APIVersion: k.apiVersion, Namespace: k.namespace, Name: k.name, Created: pg.CreationTimestamp.Time})
+		}
+		w := &s.Workloads[i]
+		w.Gangs++
+		w.MinMember += pg.Spec.MinMember
+		if pg.CreationTimestamp.Time.Before(w.Created) {
+			w.Created = pg.CreationTimestamp.Time
+		}
+		pgWorkload[pg.Namespace+"/"+pg.Name] = i
+	}
+
+	// Pods: each GPU pod on a node or nominated to one gets a PodRef.
+	nodeCells := map[string][]int{}
+	nominated := map[string][]int{}
+	pending := map[int][]*corev1.Pod{} // workload → its pending pods
+	pods := slices.Clone(in.Pods)
+	slices.SortFunc(pods, func(a, b *corev1.Pod) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	for _, p := range pods {
+		terminal := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+		wi := -1
+		gang := p.Labels[api.LabelPodGroup]
+		if gang != "" {
+			if i, ok := pgWorkload[p.Namespace+"/"+gang]; ok {
+				wi = i
+			}
+		}
+		gpus := podGPUs(p, in.GPUResources)
+		if wi >= 0 && !terminal {
+			w := &s.Workloads[wi]
+			w.Pods++
+			if p.Spec.NodeName != "" {
+				w.Scheduled++
+				w.GPUs += gpus
+				if podReady(p) {
+					w.Ready++
+				}
+			} else {
+				pending[wi] = append(pending[wi], p)
+			}
+		}
+		if terminal || gpus == 0 {
+			continue
+		}
+		node := p.Spec.NodeName
+		nom := false
+		if node == "" {
+			s.Totals.Waiting += gpus
+			if node = p.Status.NominatedNodeName; node == "" {
+				continue
+			}
+			nom = true
+		}
+		ref := PodRef{Namespace: p.Namespace, Name: p.Name, Workload: wi, Gang: gang, Nominated: nom}
+		if c := controllerOf(p); c != "" {
+			ref.Owner = c
+		}
+		idx := len(s.Pods)
+		s.Pods = append(s.Pods, ref)
+		for range gpus {
+			if nom {
+				nominated[node] = append(nominated[node], idx)
+			} else {
+				nodeCells[node] = append(nodeCells[node], idx)
+			}
+		}
+	}
+
+	nodes := slices.Clone(in.Nodes)
+	sort.Slice(nodes, func(a, b int) bool { return nodes[a].Name < nodes[b].Name })
+	for _, n := range nodes {
+		var capacity int64
+		for _, r := range in.GPUResources {
+			if q, ok := n.Status.Allocatable[r]; ok {
+				capacity += q.Value()
+			}
+		}
+		if capacity == 0 {
+			continue
+		}
+		nv := NodeView{Name: n.Name, Domains: make([]string, len(in.Levels)), Cordoned: n.Spec.Unschedulable, Tainted: blockingTaint(n)}
+		for i, l := range in.Levels {
+			nv.Domains[i] = n.Labels[l]
+		}
+		held := nodeCells[n.Name]
+		// Bound pods first, then the nominated, then free; more held than
+		// allocatable (a stale cache) is shown as held, never dropped.
+		cells := append(slices.Clone(held), nominated[n.Name]...)
+		for int64(len(cells)) < capacity {
+			cells = append(cells, -1)
+		}
+		nv.Cells = cells
+		s.Totals.Capacity += capacity
+		s.Totals.Allocated += int64(len(held))
+		if free := capacity - int64(len(held)); free > 0 {
+			s.Totals.Free += free
+			if len(held) > 0 {
+				s.Totals.IdlePartial += free
+			}
+		}
+		s.Nodes = append(s.Nodes, nv)
+	}
+	slices.SortStableFunc(s.Nodes, func(a, b NodeView) int {
+		return slices.Compare(a.Domains, b.Domains)
+	})
+
+	for i := range s.Workloads {
+		w := &s.Workloads[i]
+		w.Age = duration.HumanDuration(in.Now.Sub(w.Created))
+		w.State = workloadState(w)
+		if ps := pending[i]; len(ps) > 0 {
+			w.Reason = pendingReason(ps)
+		}
+	}
+	return s
+}
+
+// workloadState is the gangs table's state of w.
+func workloadState(w *WorkloadView) string {
+	switch {
+	case w.Pods == 0:
+		return "done"
+	case w.Scheduled == 0:
+		return "waiting"
+	case int32(w.Scheduled) < w.MinMember:
+		return "partly-bound"
+	default:
+		return "running"
+	}
+}
+
+// pendingReason is the scheduler's message on the first pending pod that
+// has one, else the pods' own waiting state.
+func pendingReason(pods []*corev1.Pod) string {
+	for _, p := range pods {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Message != "" {
+				return c.Message
+			}
+		}
+	}
+	for _, p := range pods {
+		if len(p.Spec.SchedulingGates) > 0 {
+			return "scheduling gated by " + p.Spec.SchedulingGates[0].Name
+		}
+	}
+	return "not yet tried by a scheduler"
+}
+
+func podGPUs(p *corev1.Pod, names []corev1.ResourceName) int64 {
+	var sum, initMax int64
+	for _, c := range p.Spec.Containers {
+		for _, r := range names {
+			if q, ok := c.Resources.Requests[r]; ok {
+				sum += q.Value()
+			} else if q, ok := c.Resources.Limits[r]; ok {
+				sum += q.Value()
+			}
+		}
+	}
+	for _, c := range p.Spec.InitContainers {
+		var n int64
+		for _, r := range names {
+			if q, ok := c.Resources.Requests[r]; ok {
+				n += q.Value()
+			} else if q, ok := c.Resources.Limits[r]; ok {
+				n += q.Value()
+			}
+		}
+		initMax = max(initMax, n)
+	}
+	return max(sum, initMax)
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func controllerOf(p *corev1.Pod) string {
+	for _, ref := range p.OwnerReferences {
+		if ref.Controller != nil && *ref.Controller {
+			return ref.Kind + "/" + ref.Name
+		}
+	}
+	return ""
+}
+
+func blockingTaint(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
+			return true
+		}
+	}
+	return false
+}
