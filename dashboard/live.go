@@ -196,6 +196,8 @@ func trimPod(obj any) (any, error) {
 	out.Spec.SchedulingGates = p.Spec.SchedulingGates
 	out.Spec.Containers = trimContainers(p.Spec.Containers)
 	out.Spec.InitContainers = trimContainers(p.Spec.InitContainers)
+	out.Spec.Overhead = p.Spec.Overhead   // counted in the pod's requests
+	out.Spec.Resources = p.Spec.Resources // pod-level requests, likewise
 	out.Status.Phase = p.Status.Phase
 	out.Status.Conditions = p.Status.Conditions
 	out.Status.NominatedNodeName = p.Status.NominatedNodeName
@@ -208,7 +210,8 @@ func trimContainers(cs []corev1.Container) []corev1.Container {
 	}
 	out := make([]corev1.Container, len(cs))
 	for i, c := range cs {
-		out[i] = corev1.Container{Name: c.Name, Resources: c.Resources}
+		// RestartPolicy marks a restartable sidecar, whose requests add up.
+		out[i] = corev1.Container{Name: c.Name, Resources: c.Resources, RestartPolicy: c.RestartPolicy}
 	}
 	return out
 }

@@ -8,9 +8,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/kubectl/pkg/util/podutils"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/muster-io/muster/api"
+	"github.com/muster-io/muster/definition"
 )
 
 // Snapshot is what the page draws: the GPU map and the gangs, in one
@@ -156,14 +158,14 @@ func Build(in Inputs) *Snapshot {
 				wi = i
 			}
 		}
-		gpus := podGPUs(p, in.GPUResources)
+		gpus := definition.GPUs(definition.PodRequests(&p.Spec), in.GPUResources)
 		if wi >= 0 && !terminal {
 			w := &s.Workloads[wi]
 			w.Pods++
 			if p.Spec.NodeName != "" {
 				w.Scheduled++
 				w.GPUs += gpus
-				if podReady(p) {
+				if podutils.IsPodReady(p) {
 					w.Ready++
 				}
 			} else {
@@ -200,12 +202,7 @@ func Build(in Inputs) *Snapshot {
 	nodes := slices.Clone(in.Nodes)
 	sort.Slice(nodes, func(a, b int) bool { return nodes[a].Name < nodes[b].Name })
 	for _, n := range nodes {
-		var capacity int64
-		for _, r := range in.GPUResources {
-			if q, ok := n.Status.Allocatable[r]; ok {
-				capacity += q.Value()
-			}
-		}
+		capacity := definition.GPUs(n.Status.Allocatable, in.GPUResources)
 		if capacity == 0 {
 			continue
 		}
@@ -276,40 +273,6 @@ func pendingReason(pods []*corev1.Pod) string {
 		}
 	}
 	return "not yet tried by a scheduler"
-}
-
-func podGPUs(p *corev1.Pod, names []corev1.ResourceName) int64 {
-	var sum, initMax int64
-	for _, c := range p.Spec.Containers {
-		for _, r := range names {
-			if q, ok := c.Resources.Requests[r]; ok {
-				sum += q.Value()
-			} else if q, ok := c.Resources.Limits[r]; ok {
-				sum += q.Value()
-			}
-		}
-	}
-	for _, c := range p.Spec.InitContainers {
-		var n int64
-		for _, r := range names {
-			if q, ok := c.Resources.Requests[r]; ok {
-				n += q.Value()
-			} else if q, ok := c.Resources.Limits[r]; ok {
-				n += q.Value()
-			}
-		}
-		initMax = max(initMax, n)
-	}
-	return max(sum, initMax)
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func controllerOf(p *corev1.Pod) string {

@@ -182,14 +182,22 @@ health: {healthProbeBindAddress: %q}
 	return configPath, caBundle, nil
 }
 
+// twoMappings decodes two YAML mappings.
+func twoMappings(a, b string) (ma, mb map[string]any, err error) {
+	if err = yaml.Unmarshal([]byte(a), &ma); err != nil {
+		return nil, nil, err
+	}
+	if err = yaml.Unmarshal([]byte(b), &mb); err != nil {
+		return nil, nil, err
+	}
+	return ma, mb, nil
+}
+
 // overlayConfig returns base with each top-level key of over set to
 // over's value.
 func overlayConfig(base, over string) ([]byte, error) {
-	var b, o map[string]any
-	if err := yaml.Unmarshal([]byte(base), &b); err != nil {
-		return nil, err
-	}
-	if err := yaml.Unmarshal([]byte(over), &o); err != nil {
+	b, o, err := twoMappings(base, over)
+	if err != nil {
 		return nil, err
 	}
 	if b == nil {
@@ -202,11 +210,8 @@ func overlayConfig(base, over string) ([]byte, error) {
 // mergeConfig adds the keys of the YAML mapping extra to those of base; a
 // key in both is an error (base holds what the harness must decide).
 func mergeConfig(base, extra string) ([]byte, error) {
-	var b, e map[string]any
-	if err := yaml.Unmarshal([]byte(base), &b); err != nil {
-		return nil, err
-	}
-	if err := yaml.Unmarshal([]byte(extra), &e); err != nil {
+	b, e, err := twoMappings(base, extra)
+	if err != nil {
 		return nil, err
 	}
 	for k, v := range e {
