@@ -1,7 +1,9 @@
 package dashboard
 
 import (
+	"compress/gzip"
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -117,5 +119,57 @@ func TestWorkloadParams(t *testing.T) {
 		if w.Code != tc.code || !strings.Contains(w.Body.String(), tc.body) {
 			t.Errorf("GET %.80s: %d %s, want %d with %q", tc.target, w.Code, w.Body.String(), tc.code, tc.body)
 		}
+	}
+}
+
+// TestSnapshotGzip: a client that accepts gzip gets the snapshot
+// compressed, the same bytes once inflated; one that does not (or says
+// q=0) gets it plain; a new version is compressed anew.
+func TestSnapshotGzip(t *testing.T) {
+	s := testServer("")
+	h := s.Handler()
+	get := func(enc string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("GET", "/api/snapshot", nil)
+		if enc != "" {
+			r.Header.Set("Accept-Encoding", enc)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	inflate := func(w *httptest.ResponseRecorder) string {
+		t.Helper()
+		if w.Header().Get("Content-Encoding") != "gzip" {
+			return w.Body.String()
+		}
+		zr, err := gzip.NewReader(w.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for _, tc := range []struct {
+		enc  string
+		gzip bool
+	}{
+		{"", false}, {"gzip", true}, {"br, gzip;q=0.8", true}, {"gzip;q=0", false}, {"identity", false},
+	} {
+		w := get(tc.enc)
+		if got := w.Header().Get("Content-Encoding") == "gzip"; got != tc.gzip {
+			t.Errorf("Accept-Encoding %q: gzip %v, want %v", tc.enc, got, tc.gzip)
+		}
+		if body := inflate(w); body != `{"version":1}` {
+			t.Errorf("Accept-Encoding %q: body %q", tc.enc, body)
+		}
+	}
+	s.Live.mu.Lock()
+	s.Live.body, s.Live.version = []byte(`{"version":2}`), 2
+	s.Live.mu.Unlock()
+	if body := inflate(get("gzip")); body != `{"version":2}` {
+		t.Errorf("after a new version: %q", body)
 	}
 }

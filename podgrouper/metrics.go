@@ -60,10 +60,16 @@ var (
 	registerOnce sync.Once
 )
 
+// Metrics are the collectors the pod-grouper serves on /metrics: what
+// dashboards may query (manifests/grafana is tested against this list).
+func Metrics() []metrics.Registerable {
+	return []metrics.Registerable{reconcileDuration, podToPodGroup, errorsTotal, webhookDuration}
+}
+
 // registerMetrics registers the pod-grouper metrics with the legacy registry
 // served on /metrics. It is safe to call more than once.
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(reconcileDuration, podToPodGroup, errorsTotal, webhookDuration)
+		legacyregistry.MustRegister(Metrics()...)
 	})
 }

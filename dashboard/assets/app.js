@@ -5,7 +5,7 @@
 
 const $ = (id) => document.getElementById(id);
 let snap = null;
-let loading = false, wanted = 0;
+let loading = false, wanted = 0, drawn = false;
 let detailAt = 0, detailVersion = 0;
 
 // ---- the view in the URL ----
@@ -45,7 +45,16 @@ async function load() {
     const r = await fetch("/api/snapshot", { cache: "no-store" });
     if (!r.ok) throw new Error(r.status + " " + (await r.text()));
     snap = await r.json();
+    if (!drawn) performance.mark("muster-snapshot");
     render();
+    if (!drawn) {
+      // First render: marks for the benchmark (BENCHMARKS.md, row
+      // dashboard): the snapshot parsed, the DOM built, and the frame
+      // after the first paint.
+      drawn = true;
+      performance.mark("muster-drawn");
+      requestAnimationFrame(() => requestAnimationFrame(() => performance.mark("muster-painted")));
+    }
   } catch (err) {
     $("live").className = "live off";
     $("live").textContent = "error: " + err.message;

@@ -80,5 +80,6 @@ func (p *Plugin) checkPartial(ctx context.Context, pg *schedv1alpha1.PodGroup, n
 		}
 	}
 	p.gangs.EvictedPartial(key)
+	partialEvictions.Inc()
 	p.status.enqueue(key)
 }

@@ -16,6 +16,10 @@ func TestMetricNames(t *testing.T) {
 		{preemptions, "muster_gang_preemptions_total"},
 		{backlogWaits, "muster_gang_bind_backlog_waits_total"},
 		{backlogWaitSeconds, "muster_gang_bind_backlog_wait_seconds_total"},
+		{planDuration, "muster_gang_plan_duration_seconds"},
+		{partialEvictions, "muster_gang_partial_evictions_total"},
+		{gpusAllocatable, "muster_gang_gpus_allocatable"},
+		{gpusAllocated, "muster_gang_gpus_allocated"},
 	} {
 		if got := tc.metric.FQName(); got != tc.want {
 			t.Errorf("metric %q, want %q", got, tc.want)

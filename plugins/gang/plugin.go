@@ -236,6 +236,9 @@ func newPlugin(ctx context.Context, args *Args, h fwk.Handle, pgClient pgclients
 	}); err != nil {
 		return nil, fmt.Errorf("%s: pod handler: %w", Name, err)
 	}
+	if err := newGPUTally(gpuResourceNames).handlers(podInformer.Informer(), h.SharedInformerFactory().Core().V1().Nodes().Informer()); err != nil {
+		return nil, fmt.Errorf("%s: GPU metrics handlers: %w", Name, err)
+	}
 	if _, err := h.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { p.gangs.Changed() },
 		UpdateFunc: p.onNodeUpdate,

@@ -115,12 +115,19 @@ func (p *Plugin) planFor(ctx context.Context, pod *v1.Pod, pg *schedv1alpha1.Pod
 		p.retryForClaims(key)
 		return "", fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
+	started := p.clock.Now()
 	result, err := plan.Compute(ctx, req)
 	if err == nil {
 		result, err = plan.AvoidNominated(ctx, req, result, pod, p.nominatedPods)
 	}
 	var noPlace *plan.NoPlacementError
-	if errors.As(err, &noPlace) {
+	switch {
+	case err == nil:
+		planDuration.WithLabelValues(resultPlanned).Observe(p.clock.Since(started).Seconds())
+	case errors.As(err, &noPlace):
+		planDuration.WithLabelValues(resultNoPlacement).Observe(p.clock.Since(started).Seconds())
+	}
+	if noPlace != nil {
 		return "", p.noPlacement(ctx, g, pod, pg, key, pending, noPlace.Message, seq, now)
 	}
 	if err != nil {

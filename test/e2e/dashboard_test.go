@@ -33,7 +33,7 @@ import (
 
 // runDashboard runs `muster dashboard` on kubeconfig with args until the
 // test ends and returns the URL it printed.
-func runDashboard(t *testing.T, kubeconfig string, args ...string) string {
+func runDashboard(t testing.TB, kubeconfig string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
@@ -76,7 +76,7 @@ func runDashboard(t *testing.T, kubeconfig string, args ...string) string {
 
 // browser starts headless Chromium and returns its context; every URL the
 // page requests is recorded in requests.
-func browser(t *testing.T) (ctx context.Context, requests func() []string) {
+func browser(t testing.TB) (ctx context.Context, requests func() []string) {
 	t.Helper()
 	path := ""
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless-shell"} {
@@ -114,7 +114,7 @@ func browser(t *testing.T) (ctx context.Context, requests func() []string) {
 }
 
 // eval runs js in the page and returns its result.
-func eval[T any](t *testing.T, ctx context.Context, js string) T {
+func eval[T any](t testing.TB, ctx context.Context, js string) T {
 	t.Helper()
 	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
@@ -126,7 +126,7 @@ func eval[T any](t *testing.T, ctx context.Context, js string) T {
 }
 
 // do runs browser steps, bounded in time.
-func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+func do(t testing.TB, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	rctx, cancel := context.WithTimeout(ctx, localcluster.ShortTimeout)
 	defer cancel()

@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	"sigs.k8s.io/yaml"
@@ -245,6 +246,20 @@ func imageCheckObservers(t *testing.T, rootfs, ns string, schedHost int, pgrProc
 		t.Errorf("muster_gang_attempts_total{result=\"permitted\"} = %v, want ≥ 1:\n%s", v, imageGrep(metrics, "muster_gang_"))
 	}
 	t.Logf("the scheduler's gang metrics:\n%s", imageGrep(metrics, "muster_gang_attempts_total"))
+	if v := imageMetric(metrics, `muster_gang_plan_duration_seconds_count{result="planned"}`); v < 1 {
+		t.Errorf("muster_gang_plan_duration_seconds_count{result=\"planned\"} = %v, want ≥ 1", v)
+	}
+	// The GPU gauges follow the scheduler's informers, which may see the
+	// last bind a moment after the API does: poll, then judge.
+	var held, capacity float64
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		m := imageScrape(t, fmt.Sprintf("https://127.0.0.1:%d/metrics", schedHost), controlPlane.RestConfig.BearerToken)
+		held, capacity = imageMetric(m, `muster_gang_gpus_allocated{in_gang="true"}`), imageMetric(m, "muster_gang_gpus_allocatable")
+		return held >= 12 && capacity >= held, nil
+	})
+	if err != nil {
+		t.Errorf("muster_gang_gpus_allocated{in_gang=\"true\"} = %v of muster_gang_gpus_allocatable %v, want ≥ 12 (the gang's 3 × 4 GPUs)", held, capacity)
+	}
 
 	// The image's CLI sees the same, through kubectl's plugin name.
 	out, err := exec.CommandContext(t.Context(), filepath.Join(rootfs, "usr/local/bin/kubectl-muster"), "describe", "jobset/train", "-n", ns, "-o", "json", "--kubeconfig", controlPlane.KubeconfigPath).Output()
