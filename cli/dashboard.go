@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -145,7 +146,7 @@ func (o *DashboardOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return usageErrorf("--address %s: %v", o.Address, err)
 	}
-	srv := &dashboard.Server{Live: live, Detail: o.detail}
+	srv := &dashboard.Server{Live: live, Detail: o.detail, Fit: o.verdict}
 	url := "http://" + printedAddr(ln.Addr()) + "/"
 	if dashboard.NeedsToken(ln.Addr().String()) {
 		if srv.Token, err = dashboard.NewToken(); err != nil {
@@ -183,21 +184,9 @@ func (o *DashboardOptions) Run(ctx context.Context) error {
 // detail renders one workload with the CLI's own describe and fit, into
 // text: one model, two renderings.
 func (o *DashboardOptions) detail(ctx context.Context, apiVersion, kind, namespace, name string) (dashboard.Detail, error) {
-	c, err := o.env.Cluster()
+	typ, err := o.typeName(apiVersion, kind)
 	if err != nil {
 		return dashboard.Detail{}, err
-	}
-	gv, err := schema.ParseGroupVersion(apiVersion)
-	if err != nil {
-		return dashboard.Detail{}, fmt.Errorf("apiVersion %q: %w", apiVersion, err)
-	}
-	m, err := c.Mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: kind}, gv.Version)
-	if err != nil {
-		return dashboard.Detail{}, fmt.Errorf("%s %s: %w", apiVersion, kind, err)
-	}
-	typ := m.Resource.Resource
-	if gv.Group != "" {
-		typ += "." + gv.Version + "." + gv.Group
 	}
 	var d dashboard.Detail
 	if d.Describe, err = o.run(ctx, "describe", typ+"/"+name, "-n", namespace); err != nil {
@@ -209,6 +198,105 @@ func (o *DashboardOptions) detail(ctx context.Context, apiVersion, kind, namespa
 	}
 	d.Fit = fit
 	return d, nil
+}
+
+// typeName is the CLI's TYPE for a workload's apiVersion and kind
+// (resource.version.group), from the cluster's discovery.
+func (o *DashboardOptions) typeName(apiVersion, kind string) (string, error) {
+	c, err := o.env.Cluster()
+	if err != nil {
+		return "", err
+	}
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return "", fmt.Errorf("apiVersion %q: %w", apiVersion, err)
+	}
+	m, err := c.Mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: kind}, gv.Version)
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", apiVersion, kind, err)
+	}
+	typ := m.Resource.Resource
+	if gv.Group != "" {
+		typ += "." + gv.Version + "." + gv.Group
+	}
+	return typ, nil
+}
+
+// verdict is fit's answer for one workload of the gangs table, from the
+// same command the detail runs, in JSON.
+func (o *DashboardOptions) verdict(ctx context.Context, apiVersion, kind, namespace, name string) (dashboard.Verdict, error) {
+	typ, err := o.typeName(apiVersion, kind)
+	if err != nil {
+		return dashboard.Verdict{}, err
+	}
+	out, err := o.run(ctx, "fit", typ+"/"+name, "-n", namespace, "-o", "json")
+	if err != nil {
+		return dashboard.Verdict{}, err
+	}
+	var r FitReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		return dashboard.Verdict{}, fmt.Errorf("reading fit's answer: %w", err)
+	}
+	return fitVerdict(&r), nil
+}
+
+// fitVerdict says in one line what would let the report's one workload
+// start: nothing (it fits now), evicting these, or nothing on this cluster
+// and why.
+func fitVerdict(r *FitReport) dashboard.Verdict {
+	if len(r.Clusters) == 0 || len(r.Clusters[0].Workloads) == 0 {
+		return dashboard.Verdict{Verdict: verdictUnknown, Summary: "fit evaluated no workload"}
+	}
+	cf, w := &r.Clusters[0], &r.Clusters[0].Workloads[0]
+	v := dashboard.Verdict{Verdict: w.Verdict}
+	var parts []string
+	if q := w.Queue; q != nil && !q.Admitted && !q.HasQuota {
+		parts = append(parts, "Kueue: "+q.Summary)
+	}
+	switch w.Verdict {
+	case verdictFits:
+		nodes := map[string]bool{}
+		for _, g := range w.Gangs {
+			for _, n := range g.Nodes {
+				nodes[n.Name] = true
+			}
+		}
+		parts = append(parts, fmt.Sprintf("fits now, on %d nodes", len(nodes)))
+	case verdictPreempt:
+		var units []string
+		for _, g := range w.Gangs {
+			for _, vf := range g.Victims {
+				units = append(units, vf.Unit)
+			}
+		}
+		more := ""
+		if len(units) > 3 {
+			units, more = units[:3], fmt.Sprintf(" and %d more", len(units)-3)
+		}
+		parts = append(parts, fmt.Sprintf("fits after preempting %d pods (%d GPUs): %s%s", cf.VictimPods, cf.VictimGPUs, strings.Join(units, ", "), more))
+	case verdictNoFit:
+		msg := "does not fit on this cluster"
+		for _, g := range w.Gangs {
+			if g.Verdict == verdictNoFit {
+				if g.Reason != "" {
+					msg += ": " + g.Reason
+				}
+				if g.Preemption != "" {
+					msg += "; " + g.Preemption
+				}
+				break
+			}
+		}
+		parts = append(parts, msg)
+	default:
+		msg := w.Verdict
+		if w.Note != "" {
+			msg += ": " + w.Note
+		}
+		parts = append(parts, msg)
+	}
+	v.Summary = strings.Join(parts, "; ")
+	return v
 }
 
 // run runs one muster command on the dashboard's cluster into a string.

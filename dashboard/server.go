@@ -43,6 +43,12 @@ type Detail struct {
 type Server struct {
 	Live   *Live
 	Detail DetailFunc
+	// Fit answers /api/fit, the gangs table's "what would let it start"
+	// (nil: the column stays empty). Answers are kept FitTTL (default
+	// 20 s) and computed one at a time (verdicts.go).
+	Fit    FitFunc
+	FitTTL time.Duration
+	fits   verdictCache
 	// Token, when set, must come with every request: as ?token= once
 	// (which sets a cookie and redirects it away), as that cookie, or as
 	// "Authorization: Bearer". Empty serves without (loopback only).
@@ -114,6 +120,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/snapshot", s.snapshot)
 	mux.HandleFunc("GET /api/events", s.events)
 	mux.HandleFunc("GET /api/workload", s.workload)
+	mux.HandleFunc("GET /api/fit", s.fit)
 	return s.guard(mux)
 }
 
@@ -253,15 +260,24 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 // subdomain is at most 253 bytes; an apiVersion a group and a version).
 const maxNameBytes = 320
 
-func (s *Server) workload(w http.ResponseWriter, r *http.Request) {
+// workloadArgs reads a workload's apiVersion, kind, namespace and name
+// from the query, or answers 400.
+func workloadArgs(w http.ResponseWriter, r *http.Request) ([4]string, bool) {
 	q := r.URL.Query()
-	args := []string{q.Get("apiVersion"), q.Get("kind"), q.Get("namespace"), q.Get("name")}
-	for i, a := range args {
+	args := [4]string{q.Get("apiVersion"), q.Get("kind"), q.Get("namespace"), q.Get("name")}
+	for _, a := range args {
 		if a == "" || len(a) > maxNameBytes {
 			http.Error(w, "apiVersion, kind, namespace and name are required (each at most "+strconv.Itoa(maxNameBytes)+" bytes)", http.StatusBadRequest)
-			return
+			return args, false
 		}
-		args[i] = a
+	}
+	return args, true
+}
+
+func (s *Server) workload(w http.ResponseWriter, r *http.Request) {
+	args, ok := workloadArgs(w, r)
+	if !ok {
+		return
 	}
 	timeout := s.DetailTimeout
 	if timeout == 0 {

@@ -145,6 +145,7 @@ func Build(in Inputs) *Snapshot {
 	nodeCells := map[string][]int{}
 	nominated := map[string][]int{}
 	pending := map[int][]*corev1.Pod{} // workload → its pending pods
+	evicted := map[int]string{}        // workload → why its pods are being evicted
 	pods := slices.Clone(in.Pods)
 	slices.SortFunc(pods, func(a, b *corev1.Pod) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
@@ -162,6 +163,9 @@ func Build(in Inputs) *Snapshot {
 		if wi >= 0 && !terminal {
 			w := &s.Workloads[wi]
 			w.Pods++
+			if msg, ok := disruption(p); ok && evicted[wi] == "" {
+				evicted[wi] = msg
+			}
 			if p.Spec.NodeName != "" {
 				w.Scheduled++
 				w.GPUs += gpus
@@ -239,6 +243,9 @@ func Build(in Inputs) *Snapshot {
 		if ps := pending[i]; len(ps) > 0 {
 			w.Reason = pendingReason(ps)
 		}
+		if msg, ok := evicted[i]; ok && w.State != "done" {
+			w.State, w.Reason = "evicted", msg
+		}
 	}
 	return s
 }
@@ -273,6 +280,22 @@ func pendingReason(pods []*corev1.Pod) string {
 		}
 	}
 	return "not yet tried by a scheduler"
+}
+
+// disruption says why p is being evicted: its DisruptionTarget condition,
+// set by whoever evicts it (the scheduler's preemption, muster's included;
+// the eviction API; the taint manager; Kueue), before the pod goes.
+func disruption(p *corev1.Pod) (string, bool) {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			msg := "evicted (" + c.Reason + ")"
+			if c.Message != "" {
+				msg += ": " + c.Message
+			}
+			return msg, true
+		}
+	}
+	return "", false
 }
 
 func controllerOf(p *corev1.Pod) string {

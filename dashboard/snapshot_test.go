@@ -77,6 +77,7 @@ func TestBuild(t *testing.T) {
 			podGroup("big", "JobSet", "big", 3, now.Add(-time.Minute)),
 			podGroup("half", "JobSet", "half", 2, now.Add(-time.Minute)),
 			podGroup("loose", "", "", 1, now.Add(-time.Minute)),
+			podGroup("victim", "JobSet", "victim", 1, now.Add(-time.Minute)),
 		},
 		Pods: []*corev1.Pod{
 			pod("train-0", "train", "n1", 4, ready),
@@ -88,6 +89,10 @@ func TestBuild(t *testing.T) {
 			pod("half-0", "half", "n2", 1),
 			pod("half-1", "half", "", 1),
 			pod("done", "train", "n1", 2, func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }),
+			pod("victim-0", "victim", "n3", 0, ready, func(p *corev1.Pod) {
+				p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+					Reason: "PreemptionByScheduler", Message: "muster-scheduler: preempting to accommodate a higher priority pod"})
+			}),
 		},
 	}
 	s := Build(in)
@@ -148,6 +153,7 @@ func TestBuild(t *testing.T) {
 		{"big", "waiting", "gang big: 3 members need 12 GPUs, 5 free", 3, 3, 0, 0, 0},
 		{"half", "partly-bound", "not yet tried by a scheduler", 2, 2, 1, 0, 1},
 		{"loose", "done", "", 1, 0, 0, 0, 0},
+		{"victim", "evicted", "evicted (PreemptionByScheduler): muster-scheduler: preempting to accommodate a higher priority pod", 1, 1, 1, 1, 0},
 	} {
 		w, ok := byName[tc.name]
 		if !ok {

@@ -137,8 +137,8 @@ function cell(ci, v) {
     if (p.nom) c.style.borderColor = colour(w); else c.style.background = colour(w);
     title += "\n" + w.kind + " " + w.namespace + "/" + w.name;
     if (p.g) title += "\ngang " + p.g;
+    c.dataset.key = wkey(w);
     if (wkey(w) === v.w) c.classList.add("sel");
-    c.addEventListener("click", () => setView({ w: wkey(w) }));
   } else {
     title += "\n(no gang)";
   }
@@ -158,7 +158,7 @@ function renderGangs(v) {
   fillSelect("f-kind", snap.workloads.map((w) => w.kind), v.kind);
   $("f-state").value = v.state;
   const rows = snap.workloads.filter((w) => (!v.ns || w.namespace === v.ns) && (!v.kind || w.kind === v.kind) && (!v.state || w.state === v.state));
-  const order = { "partly-bound": 0, waiting: 1, running: 2, done: 3 };
+  const order = { "partly-bound": 0, evicted: 1, waiting: 2, running: 3, done: 4 };
   const key = (w) => v.sort === "state" ? order[w.state] : v.sort === "created" ? -Date.parse(w.created) : w[v.sort];
   rows.sort((a, b) => {
     const x = key(a), y = key(b);
@@ -179,12 +179,65 @@ function renderGangs(v) {
     kind.append(sw, w.kind);
     tr.append(kind, el("td", "", w.namespace), el("td", "", w.name), el("td", "", String(w.minMember)),
       el("td", "", `${w.scheduled} of ${w.pods}`), el("td", "", `${w.ready} of ${w.pods}`), el("td", "", String(w.gpus)),
-      el("td", "", w.age), el("td", "state-" + w.state, w.state), el("td", "reason", w.reason || ""));
-    tr.addEventListener("click", () => setView({ w: wkey(w) }));
+      el("td", "", w.age), el("td", "state-" + w.state, w.state), el("td", "reason", w.reason || ""), el("td", "fit"));
+    tr.dataset.key = wkey(w);
+    fillVerdict(tr, w);
     frag.append(tr);
   }
   body.replaceChildren(frag);
   $("no-gangs").hidden = snap.workloads.length > 0;
+  lastRows = rows;
+  loadVerdicts(rows);
+}
+
+// ---- what would let a waiting gang start: muster fit's answer ----
+// Asked of /api/fit one workload at a time (each fit lists the cluster; the
+// server keeps answers 20 s), for at most 25 rows per pass, the waiting
+// ones in the table's order. A verdict is asked again once it is 20 s old
+// and the cluster has changed (a new snapshot drew the table).
+let lastRows = [];
+const verdicts = new Map(); // wkey → {verdict, summary, at}
+const verdictTTL = 20000;
+let verdictsBusy = false;
+function waitingState(w) { return w.state === "waiting" || w.state === "partly-bound"; }
+function fillVerdict(tr, w) {
+  const td = tr.querySelector(".fit"), v = verdicts.get(wkey(w));
+  if (!waitingState(w)) { td.textContent = ""; delete td.dataset.verdict; return; }
+  td.textContent = v ? v.summary : "asking muster fit…";
+  if (v) td.dataset.verdict = v.verdict; else delete td.dataset.verdict;
+}
+async function loadVerdicts(rows) {
+  if (verdictsBusy) return;
+  verdictsBusy = true;
+  let more = false;
+  try {
+    const now = Date.now();
+    const stale = rows.filter((w) => waitingState(w) && !(verdicts.has(wkey(w)) && now - verdicts.get(wkey(w)).at < verdictTTL));
+    const todo = stale.slice(0, 25);
+    more = stale.length > todo.length && stale.slice(todo.length).some((w) => !verdicts.has(wkey(w)));
+    for (const w of todo) {
+      const q = new URLSearchParams({ apiVersion: w.apiVersion, kind: w.kind, namespace: w.namespace, name: w.name });
+      let v;
+      try {
+        const r = await fetch("/api/fit?" + q.toString(), { cache: "no-store" });
+        const d = await r.json();
+        v = r.ok ? d : { verdict: "error", summary: "muster fit: " + d.error };
+      } catch (err) {
+        v = { verdict: "error", summary: "muster fit: " + err.message };
+      }
+      v.at = Date.now();
+      verdicts.set(wkey(w), v);
+      for (const tr of document.querySelectorAll("#gangs tbody tr")) {
+        if (tr.dataset.key !== wkey(w)) continue;
+        const cur = snap.workloads.find((x) => wkey(x) === wkey(w));
+        if (cur) fillVerdict(tr, cur);
+      }
+    }
+  } finally {
+    verdictsBusy = false;
+    // Rows never asked yet get the next pass without waiting for a change.
+    if (more) setTimeout(() => loadVerdicts(lastRows), 0);
+  }
 }
 async function renderDetail(v) {
   const box = $("detail");
@@ -222,6 +275,14 @@ document.addEventListener("DOMContentLoaded", () => {
       setView({ sort: th.dataset.sort, dir: v.sort === th.dataset.sort && v.dir === "asc" ? "desc" : "asc" });
     });
   }
+  // One listener each for the map's cells and the table's rows (8000
+  // cells at 1000 nodes: listeners per element slowed the first render).
+  const open = (e) => {
+    const t = e.target.closest("[data-key]");
+    if (t && (t.tagName === "TR" || t.classList.contains("held") || t.classList.contains("nominated"))) setView({ w: t.dataset.key });
+  };
+  $("map").addEventListener("click", open);
+  document.querySelector("#gangs tbody").addEventListener("click", open);
   window.addEventListener("hashchange", render);
   connect();
 });

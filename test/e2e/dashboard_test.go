@@ -238,6 +238,32 @@ func TestDashboard(t *testing.T) {
 		return row.State == "waiting" && msgs[row.Reason], fmt.Sprintf("row %+v, pods' reasons %v", row, msgs), nil
 	})
 
+	// What would let it start: muster fit's own answer, as the CLI gives it.
+	out, errOut, code := sb.muster(t, "fit", "jobset/pretrain", "-n", ns, "-o", "json")
+	if code != 0 {
+		t.Fatalf("muster fit jobset/pretrain: exit %d: %s", code, errOut)
+	}
+	var report cli.FitReport
+	if err := json.Unmarshal([]byte(out), &report); err != nil {
+		t.Fatal(err)
+	}
+	cliVerdict := report.Clusters[0].Workloads[0].Verdict
+	var fitCell pageRow
+	waitFor(t, localcluster.ShortTimeout, "pretrain's row with fit's verdict", func(context.Context) (bool, string, error) {
+		fitCell = eval[pageRow](t, ctx, `(() => { const c = document.querySelector('`+pretrainRow+` .fit'); return c ? {state: c.dataset.verdict || "", reason: c.textContent} : {}; })()`)
+		return fitCell.State == cliVerdict, fmt.Sprintf("cell %+v, CLI %q", fitCell, cliVerdict), nil
+	})
+	if !strings.HasPrefix(fitCell.Reason, cliVerdict) {
+		t.Errorf("pretrain's fit cell says %q, want fit's %q first", fitCell.Reason, cliVerdict)
+	}
+	if cliVerdict == "does not fit" && !strings.Contains(fitCell.Reason, report.Clusters[0].Workloads[0].Gangs[0].Reason) {
+		t.Errorf("pretrain's fit cell %q lacks fit's reason %q", fitCell.Reason, report.Clusters[0].Workloads[0].Gangs[0].Reason)
+	}
+	t.Logf("pretrain: %s", fitCell.Reason)
+	if n := eval[int](t, ctx, `[...document.querySelectorAll('#gangs tbody tr[data-state="running"] .fit')].filter((c) => c.textContent !== "").length`); n != 0 {
+		t.Errorf("%d running workloads have a fit verdict, want none", n)
+	}
+
 	// Its detail is muster describe's view (and fit's answer).
 	do(t, ctx, "clicking pretrain's row", chromedp.Click(chromedp.CSS(pretrainRow)))
 	gangRow := regexp.MustCompile(`(?m)^\s+pretrain\s+5\s+0/5\s`)

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/muster-io/muster/api"
 	"github.com/muster-io/muster/cli"
@@ -80,13 +78,7 @@ func TestSandboxDRA(t *testing.T) {
 	}
 
 	ns := "dra"
-	sbMuster := func(args ...string) (string, string, int) {
-		var out, errOut bytes.Buffer
-		env := cli.NewEnv(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
-		env.Getenv = func(string) string { return "" }
-		code := cli.Run(ctx, env, append([]string{"--kubeconfig", sb.kubeconfig, "--cache-dir", t.TempDir()}, args...))
-		return out.String(), errOut.String(), code
-	}
+	sbMuster := func(args ...string) (string, string, int) { return sb.muster(t, args...) }
 	if _, err := sb.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -18,9 +18,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/muster-io/muster/api"
+	"github.com/muster-io/muster/cli"
 	sandboxapp "github.com/muster-io/muster/cmd/muster-sandbox/app"
 	"github.com/muster-io/muster/localcluster"
 )
@@ -120,6 +122,16 @@ func (s *runningSandbox) podGroupsOf(t *testing.T, ns, kind, name string) []unst
 		t.Fatal(err)
 	}
 	return list.Items
+}
+
+// muster runs the CLI in-process against the sandbox.
+func (s *runningSandbox) muster(t testing.TB, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	env := cli.NewEnv(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	env.Getenv = func(string) string { return "" }
+	code = cli.Run(t.Context(), env, append([]string{"--kubeconfig", s.kubeconfig, "--cache-dir", t.TempDir()}, args...))
+	return out.String(), errOut.String(), code
 }
 
 func (s *runningSandbox) pods(t *testing.T, ns, selector string) []corev1.Pod {
