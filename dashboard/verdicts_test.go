@@ -56,7 +56,7 @@ func TestVerdictCache(t *testing.T) {
 	}
 	now := time.Now()
 	for i := range maxVerdicts + 10 {
-		c.put([4]string{"v1", "Pod", "ns", string(rune('a' + i%26)) + time.Duration(i).String()}, Verdict{}, now.Add(time.Duration(i)))
+		c.put([4]string{"v1", "Pod", "ns", string(rune('a'+i%26)) + time.Duration(i).String()}, Verdict{}, now.Add(time.Duration(i)))
 	}
 	if n := len(c.entries); n > maxVerdicts {
 		t.Errorf("%d entries, want at most %d", n, maxVerdicts)
