@@ -86,7 +86,7 @@ bench: build
 	set -o pipefail; { $(GO) test -run '^$$' -bench 'GangForPod|EvaluateBombs|PodBytes' -benchmem -count 3 ./definition/ ./definition/jq/ ./internal/podtrim/ && \
 	  $(GO) test -run '^$$' -bench 'VictimSearch|BuildNoVictims' -benchtime 10x -benchmem -ldflags '$(K8S_LDFLAGS)' ./plugins/gang/... && \
 	  MUSTER_BENCH_OUT=$(BENCH_OUT) MUSTER_BENCH_BIN=$(abspath $(BIN)) $(GO) test -timeout 120m -run '^$$' \
-	    -bench '^(BenchmarkSchedulerThroughput|BenchmarkSchedulerBound|BenchmarkContention|BenchmarkPodGrouperRates|BenchmarkPodGrouperCatchUp|BenchmarkHostileKarta|BenchmarkMemory|BenchmarkPreemption)$$' \
+	    -bench '^(BenchmarkSchedulerThroughput|BenchmarkSchedulerBound|BenchmarkContention|BenchmarkPodGrouperRates|BenchmarkPodGrouperCatchUp|BenchmarkHostileKarta|BenchmarkMemory|BenchmarkPreemption|BenchmarkDashboard)$$' \
 	    -benchtime 1x -benchmem -ldflags '$(K8S_LDFLAGS)' ./test/e2e/ && \
 	  $(GO) test -run '^$$' -bench 'Describe1000|BenchmarkFit$$' -benchtime 5x -benchmem -ldflags '$(K8S_LDFLAGS)' ./test/e2e/ ; } 2>&1 | tee $(BENCH_OUT)/bench.txt
 

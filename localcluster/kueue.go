@@ -1,8 +1,12 @@
 package localcluster
 
 import (
+	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // KueueQueues describes the queues KueueQueuesYAML writes for the real
@@ -24,6 +28,14 @@ type KueueQueues struct {
 	// its own ClusterQueue (withinClusterQueue: LowerPriority); otherwise
 	// Kueue's default, Never.
 	PreemptLowerPriority bool
+	// TopologyLevels, when set, make the flavor topology-aware: a Kueue
+	// Topology of these node labels (outermost first), named as the
+	// ClusterQueue, that the flavor names; FlavorNodeLabels and
+	// FlavorTolerations are the flavor's nodeLabels and tolerations (the
+	// nodes Kueue's topology-aware scheduling counts, a pool's taint).
+	TopologyLevels    []string
+	FlavorNodeLabels  map[string]string
+	FlavorTolerations []corev1.Toleration
 }
 
 // KueueQueuesYAML returns the ResourceFlavor, ClusterQueue and LocalQueue
@@ -37,11 +49,30 @@ func KueueQueuesYAML(q KueueQueues) string {
 	if q.PreemptLowerPriority {
 		preemption = "  preemption: {withinClusterQueue: LowerPriority}\n"
 	}
-	return strings.TrimLeft(fmt.Sprintf(`
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: %[1]s}
----
+	flavor := ""
+	if len(q.TopologyLevels) > 0 {
+		var levels []string
+		for _, l := range q.TopologyLevels {
+			levels = append(levels, "{nodeLabel: "+strconv.Quote(l)+"}")
+		}
+		flavor = fmt.Sprintf("apiVersion: kueue.x-k8s.io/v1beta2\nkind: Topology\nmetadata: {name: %s}\nspec: {levels: [%s]}\n---\n", q.ClusterQueue, strings.Join(levels, ", "))
+	}
+	spec := map[string]any{}
+	if len(q.TopologyLevels) > 0 {
+		spec["topologyName"] = q.ClusterQueue
+	}
+	if len(q.FlavorNodeLabels) > 0 {
+		spec["nodeLabels"] = q.FlavorNodeLabels
+	}
+	if len(q.FlavorTolerations) > 0 {
+		spec["tolerations"] = q.FlavorTolerations
+	}
+	specJSON, err := json.Marshal(spec)
+	if err != nil {
+		panic(err) // strings, maps of strings and tolerations always marshal
+	}
+	flavor += fmt.Sprintf("apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: %s}\nspec: %s\n", q.ClusterQueue, specJSON)
+	return flavor + strings.TrimLeft(fmt.Sprintf(`---
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
 metadata: {name: %[1]s}
