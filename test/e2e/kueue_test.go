@@ -85,16 +85,23 @@ func ensureNamespace(t *testing.T, name string) {
 // the cluster-scoped two when the test ends.
 func kueueQueues(t *testing.T, ns string, gpus int, preempt bool) {
 	t.Helper()
-	applyYAML(t, ns, localcluster.KueueQueuesYAML(localcluster.KueueQueues{
+	applyKueueQueues(t, localcluster.KueueQueues{
 		ClusterQueue: ns, Namespace: ns, LocalQueue: "default", GPUs: gpus, PreemptLowerPriority: preempt,
-	}))
+	})
+}
+
+// applyKueueQueues applies q in q.Namespace and deletes its cluster-scoped
+// objects when the test ends.
+func applyKueueQueues(t *testing.T, q localcluster.KueueQueues) {
+	t.Helper()
+	applyYAML(t, q.Namespace, localcluster.KueueQueuesYAML(q))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		for _, r := range []string{"clusterqueues", "resourceflavors"} {
+		for _, r := range []string{"clusterqueues", "resourceflavors", "topologies"} {
 			gvr := schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: r}
-			if err := controlPlane.Dynamic.Resource(gvr).Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				t.Errorf("delete %s %s: %v", r, ns, err)
+			if err := controlPlane.Dynamic.Resource(gvr).Delete(ctx, q.ClusterQueue, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("delete %s %s: %v", r, q.ClusterQueue, err)
 			}
 		}
 	})
