@@ -139,4 +139,3 @@ func TestKueueTopologyAware(t *testing.T) {
 	}
 	t.Logf("Kueue assigned rack %v; the gang bound there: %s, %s", assigned, pods[0].Spec.NodeName, pods[1].Spec.NodeName)
 }
-
