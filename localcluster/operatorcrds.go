@@ -19,6 +19,12 @@ func (cp *ControlPlane) InstallOperatorCRDs(ctx context.Context, name string) er
 		return err
 	}
 	files, err := filepath.Glob(filepath.Join(modDir, spec.CRDDir, "*.yaml"))
+	if err == nil && len(spec.CRDFiles) > 0 {
+		files = files[:0]
+		for _, f := range spec.CRDFiles {
+			files = append(files, filepath.Join(modDir, spec.CRDDir, f))
+		}
+	}
 	if err != nil || len(files) == 0 {
 		return fmt.Errorf("operator %s: no CRDs in %s (%v)", name, filepath.Join(modDir, spec.CRDDir), err)
 	}

@@ -30,6 +30,11 @@ type Spec struct {
 	Module      string `json:"module"` // module path required by the go.mod beside it
 	MainPackage string `json:"mainPackage"`
 	CRDDir      string `json:"crdDir"` // CRD YAML directory inside the module
+	// CRDFiles, when set, are the only files of CRDDir installed: for an
+	// operator whose CRD directory also holds kinds another operator owns
+	// in other versions (the training operator's v1 MPIJob against the MPI
+	// operator's v2beta1).
+	CRDFiles []string `json:"crdFiles,omitempty"`
 	// Webhooks is the kubebuilder webhook manifest inside the module; empty
 	// for an operator that runs without webhooks, which is then ready once
 	// its health probe answers.
@@ -111,6 +116,11 @@ func Parse(file string, data []byte) (Spec, error) {
 		var m map[string]any
 		if err := yaml.Unmarshal([]byte(spec.Config), &m); err != nil {
 			return spec, fmt.Errorf("%s: config: %w", file, err)
+		}
+	}
+	for i, f := range spec.CRDFiles {
+		if f != filepath.Base(f) || !strings.HasSuffix(f, ".yaml") {
+			return spec, fmt.Errorf("%s: crdFiles[%d]: %q: must be a .yaml file name in crdDir", file, i, f)
 		}
 	}
 	for i, p := range spec.SourcePatches {

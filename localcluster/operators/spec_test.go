@@ -63,6 +63,8 @@ func TestParseOperatorSpec(t *testing.T) {
 		{name: "config without configAPI", yaml: head + "config: 'a: 1'\nargs: ['--kubeconfig={{kubeconfig}}', '--probe={{probe}}']\n", err: "config: needs configAPI"},
 		{name: "config not a mapping", yaml: head + hooks + args + "config: '[1, 2]'\n", err: "config: "},
 		{name: "patch without replace", yaml: head + hooks + args + "sourcePatches: [{file: cmd/main.go, with: x}]\n", err: "sourcePatches[0]: file and replace are required"},
+		{name: "crd file in a subdirectory", yaml: head + hooks + args + "crdFiles: [sub/x.yaml]\n", err: "crdFiles[0]"},
+		{name: "crd file not yaml", yaml: head + hooks + args + "crdFiles: [x.json]\n", err: "crdFiles[0]"},
 		{name: "patch outside the module", yaml: head + hooks + args + "sourcePatches: [{file: ../x.go, replace: a, with: b}]\n", err: "must be a path inside the module"},
 		{name: "podLabel without webhooks", yaml: head + "podLabel: example.com/name\nargs: ['--kubeconfig={{kubeconfig}}', '--probe={{probe}}']\n", err: "podLabel: only pod webhooks use it"},
 	} {
