@@ -97,3 +97,56 @@ spec:
 		t.Errorf("opted out: %v, %v; want no gang, no error", g, err)
 	}
 }
+
+// TestUpperBoundCeiling: a maxReplicas beyond the ceiling that fits an
+// int32 (KubeRay's default for "no limit") is no bound, not an error;
+// a minReplicas there, which sizes gangs, still is one.
+func TestUpperBoundCeiling(t *testing.T) {
+	tests := []struct {
+		name, max, min string
+		wantMax        *int32
+		wantErr        string
+	}{
+		{name: "a bound under the ceiling", max: "4", min: "1", wantMax: ptrInt32(4)},
+		{name: "the largest int32", max: "2147483647", min: "1"},
+		{name: "the largest int32 as a string", max: `"2147483647"`, min: "1"},
+		{name: "beyond int32", max: "2147483648", min: "1", wantErr: "maxReplicasPath"},
+		{name: "a negative bound", max: "-1", min: "1", wantErr: "negative"},
+		{name: "a minimum beyond the ceiling", max: "4", min: "2147483647", wantErr: "above the ceiling of 100000"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := strings.Replace(strings.Replace(rayObj, "maxReplicas: 4", "maxReplicas: "+tc.max, 1), "minReplicas: 1", "minReplicas: "+tc.min, 1)
+			w, err := compileT(t, rayDef).Extract(ctxT, objT(t, obj))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got *int32
+			for _, c := range w.Components {
+				for _, in := range c.Instances {
+					if c.Name == "workers" && in.ID == "gpu" {
+						got = in.MaxReplicas
+					}
+				}
+			}
+			if (got == nil) != (tc.wantMax == nil) || (got != nil && *got != *tc.wantMax) {
+				t.Errorf("workers/gpu maxReplicas %v, want %v", deref(got), deref(tc.wantMax))
+			}
+		})
+	}
+}
+
+func ptrInt32(n int32) *int32 { return &n }
+
+func deref(p *int32) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}

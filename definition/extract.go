@@ -225,6 +225,14 @@ func (c *Compiled) replicaCounts(ctx context.Context, comp *component, root any,
 		}
 		for j, x := range vals {
 			k, ok, err := toCount(x)
+			if err != nil && e == comp.maxReplicas && isUnbounded(x) {
+				// An upper bound beyond the ceiling is no bound at all:
+				// operators default maxReplicas to the largest int32 for
+				// "unlimited" (KubeRay does). It creates no pod and sizes
+				// no gang, so it is not an error; minReplicas and replicas,
+				// which do, stay held to the ceiling.
+				continue
+			}
 			if err != nil {
 				return nil, c.componentErr(comp, e, vc.ids[j], err)
 			}
@@ -440,6 +448,30 @@ func scalarString(x any) (string, error) {
 		return s, nil
 	}
 	return "", fmt.Errorf("got a %s", jq.TypeName(x))
+}
+
+// isUnbounded reports whether x is a whole number above MaxCount that
+// fits an int32: what an API's "no limit" default of an upper bound is.
+func isUnbounded(x any) bool {
+	if num, ok := x.(json.Number); ok {
+		x = num.String()
+	}
+	var f float64
+	switch x := x.(type) {
+	case int:
+		f = float64(x)
+	case float64:
+		f = x
+	case string:
+		v, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
+		if err != nil {
+			return false
+		}
+		f = v
+	default:
+		return false
+	}
+	return f == math.Trunc(f) && f > MaxCount && f <= math.MaxInt32
 }
 
 // toCount reads a replica count: an integer, a whole float or a numeric
