@@ -108,6 +108,26 @@ func (o *DashboardOptions) Validate() error {
 	return nil
 }
 
+// podRole names a gang member's role by the definition its PodGroup
+// names: the component and instance describe puts the pod in. A pod no
+// component selects, or a definition not known here, has none.
+func podRole(ctx context.Context, defs *definitions) func(*corev1.Pod, string) string {
+	return func(pod *corev1.Pod, def string) string {
+		ent, ok := defs.reg.Get(def)
+		if def == "" || !ok || ent.Compiled == nil {
+			return ""
+		}
+		m, err := ent.Compiled.MatchPod(ctx, pod)
+		if err != nil {
+			return ""
+		}
+		if m.Instance != "" {
+			return m.Component + "/" + m.Instance
+		}
+		return m.Component
+	}
+}
+
 // Run serves until ctx ends.
 func (o *DashboardOptions) Run(ctx context.Context) error {
 	if ctx == nil {
@@ -134,7 +154,15 @@ func (o *DashboardOptions) Run(ctx context.Context) error {
 		return err
 	}
 	_, pgErr := c.Mapper.RESTMapping(schema.GroupKind{Group: "scheduling.x-k8s.io", Kind: "PodGroup"}, "v1alpha1")
-	live := dashboard.NewLive(kube, pg, dashboard.LiveOptions{Levels: o.Topology, GPUResources: o.env.gpuNames(), WithPodGroups: pgErr == nil})
+	// The definitions name each gang member's role in the hover; read
+	// once (a definition changed while the page is open shows its new
+	// roles after a restart).
+	defs, err := o.env.loadDefinitions(ctx, c)
+	if err != nil {
+		return err
+	}
+	live := dashboard.NewLive(kube, pg, dashboard.LiveOptions{Levels: o.Topology, GPUResources: o.env.gpuNames(), WithPodGroups: pgErr == nil,
+		Role: podRole(ctx, defs)})
 	if pgErr != nil {
 		o.env.warnf("the cluster serves no scheduler-plugins PodGroups: every pod shows outside any gang")
 	}

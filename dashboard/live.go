@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -29,6 +30,9 @@ type Live struct {
 	pods  cache.SharedIndexInformer
 	pgs   cache.SharedIndexInformer // nil when PodGroups are not served
 
+	role  func(*corev1.Pod, string) string
+	roles map[types.UID]roleMemo // only rebuild touches it
+
 	mu      sync.Mutex
 	version int64
 	body    []byte // the JSON of the current snapshot
@@ -46,7 +50,14 @@ type LiveOptions struct {
 	// WithPodGroups watches scheduler-plugins PodGroups (false when the
 	// cluster does not serve them: pods then show outside any gang).
 	WithPodGroups bool
+	// Role, if set, names a gang member's role (Inputs.Role). It sees the
+	// pod as trimmed (labels, owners, name; no annotations) and is asked
+	// once per pod version and definition, not once per snapshot.
+	Role func(pod *corev1.Pod, definition string) string
 }
+
+// roleMemo is the role last found for a pod.
+type roleMemo struct{ resourceVersion, definition, role string }
 
 // NewLive sets up the informers; Start runs them.
 func NewLive(kube kubernetes.Interface, pg pgclientset.Interface, o LiveOptions) *Live {
@@ -54,7 +65,7 @@ func NewLive(kube kubernetes.Interface, pg pgclientset.Interface, o LiveOptions)
 		o.Debounce = 250 * time.Millisecond
 	}
 	f := informers.NewSharedInformerFactory(kube, 0)
-	l := &Live{levels: o.Levels, gpus: o.GPUResources, debounce: o.Debounce,
+	l := &Live{levels: o.Levels, gpus: o.GPUResources, debounce: o.Debounce, role: o.Role, roles: map[types.UID]roleMemo{},
 		nodes: f.Core().V1().Nodes().Informer(),
 		pods:  f.Core().V1().Pods().Informer(),
 		subs:  map[chan int64]struct{}{}, dirty: make(chan struct{}, 1)}
@@ -124,6 +135,18 @@ func (l *Live) loop(ctx context.Context) {
 // rebuild makes a new snapshot from the informers' caches and announces it.
 func (l *Live) rebuild() {
 	in := Inputs{Levels: l.levels, GPUResources: l.gpus, Now: time.Now()}
+	seen := map[types.UID]bool{}
+	if l.role != nil {
+		in.Role = func(p *corev1.Pod, def string) string {
+			seen[p.UID] = true
+			if m, ok := l.roles[p.UID]; ok && m.resourceVersion == p.ResourceVersion && m.definition == def {
+				return m.role
+			}
+			r := l.role(p, def)
+			l.roles[p.UID] = roleMemo{p.ResourceVersion, def, r}
+			return r
+		}
+	}
 	for _, o := range l.nodes.GetStore().List() {
 		if n, ok := o.(*corev1.Node); ok {
 			in.Nodes = append(in.Nodes, n)
@@ -142,6 +165,11 @@ func (l *Live) rebuild() {
 		}
 	}
 	s := Build(in)
+	for uid := range l.roles {
+		if !seen[uid] {
+			delete(l.roles, uid) // gone, finished or no longer on a GPU
+		}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.version++

@@ -64,9 +64,12 @@ type PodRef struct {
 	// Workload is the index in Snapshot.Workloads of the pod's gang's
 	// workload, -1 for a pod outside any gang.
 	Workload int `json:"w"`
-	// Gang is the pod's PodGroup; Owner its controller ("Job/x").
+	// Gang is the pod's PodGroup; Owner its controller ("Job/x"); Role
+	// the component (and instance) of the workload's definition the pod
+	// plays, as describe names it ("worker/gpu"), "" when unknown.
 	Gang      string `json:"g,omitempty"`
 	Owner     string `json:"o,omitempty"`
+	Role      string `json:"r,omitempty"`
 	Nominated bool   `json:"nom,omitempty"`
 }
 
@@ -101,6 +104,10 @@ type Inputs struct {
 	GPUResources []corev1.ResourceName
 	Levels       []string
 	Now          time.Time
+	// Role, if set, names the role of a gang member that holds GPUs, given
+	// the definition its PodGroup names (api.LabelDefinition; "" without
+	// one); "" leaves it out.
+	Role func(pod *corev1.Pod, definition string) string
 }
 
 // workloadKey identifies a workload by its PodGroups' controller.
@@ -113,7 +120,8 @@ func Build(in Inputs) *Snapshot {
 	// Workloads from PodGroups; a PodGroup without a controller is its
 	// own workload (a gang made by hand).
 	wlIndex := map[workloadKey]int{}
-	pgWorkload := map[string]int{} // namespace/podgroup → workload index
+	pgWorkload := map[string]int{}      // namespace/podgroup → workload index
+	pgDefinition := map[string]string{} // namespace/podgroup → definition
 	pgs := slices.Clone(in.PodGroups)
 	slices.SortFunc(pgs, func(a, b *schedv1alpha1.PodGroup) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
@@ -126,6 +134,7 @@ func Build(in Inputs) *Snapshot {
 				break
 			}
 		}
+		pgDefinition[pg.Namespace+"/"+pg.Name] = pg.Labels[api.LabelDefinition]
 		i, ok := wlIndex[k]
 		if !ok {
 			i = len(s.Workloads)
@@ -191,6 +200,9 @@ func Build(in Inputs) *Snapshot {
 		ref := PodRef{Namespace: p.Namespace, Name: p.Name, Workload: wi, Gang: gang, Nominated: nom}
 		if c := controllerOf(p); c != "" {
 			ref.Owner = c
+		}
+		if wi >= 0 && in.Role != nil {
+			ref.Role = in.Role(p, pgDefinition[p.Namespace+"/"+gang])
 		}
 		idx := len(s.Pods)
 		s.Pods = append(s.Pods, ref)

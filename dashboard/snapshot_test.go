@@ -49,6 +49,11 @@ func podGroup(name, ownerKind, owner string, min int32, created time.Time) *sche
 	return pg
 }
 
+func withDefinition(pg *schedv1alpha1.PodGroup, def string) *schedv1alpha1.PodGroup {
+	pg.Labels = map[string]string{api.LabelDefinition: def}
+	return pg
+}
+
 func pending(reason string) func(*corev1.Pod) {
 	return func(p *corev1.Pod) {
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Message: reason}}
@@ -72,8 +77,11 @@ func TestBuild(t *testing.T) {
 			}),
 			node("cpu-only", "a", 0),
 		},
+		// Role is asked about gang members only, with their PodGroup's
+		// definition.
+		Role: func(p *corev1.Pod, def string) string { return def + ":" + p.Name },
 		PodGroups: []*schedv1alpha1.PodGroup{
-			podGroup("train", "JobSet", "train", 2, now.Add(-2*time.Hour)),
+			withDefinition(podGroup("train", "JobSet", "train", 2, now.Add(-2*time.Hour)), "jobset"),
 			podGroup("big", "JobSet", "big", 3, now.Add(-time.Minute)),
 			podGroup("half", "JobSet", "half", 2, now.Add(-time.Minute)),
 			podGroup("loose", "", "", 1, now.Add(-time.Minute)),
@@ -134,6 +142,15 @@ func TestBuild(t *testing.T) {
 	if !s.Nodes[2].Cordoned || !s.Nodes[1].Tainted || s.Nodes[0].Cordoned || s.Nodes[0].Tainted {
 		t.Errorf("cordoned/tainted flags wrong: %+v", s.Nodes)
 	}
+	roles := map[string]string{}
+	for _, p := range s.Pods {
+		roles[p.Name] = p.Role
+	}
+	for pod, want := range map[string]string{"train-0": "jobset:train-0", "half-0": ":half-0", "solo": ""} {
+		if got, ok := roles[pod]; !ok || got != want {
+			t.Errorf("pod %s: role %q (listed %t), want %q", pod, got, ok, want)
+		}
+	}
 	wantTotals := Totals{Capacity: 20, Allocated: 8, Free: 12, IdlePartial: 12, Waiting: 13}
 	if s.Totals != wantTotals {
 		t.Errorf("totals %+v, want %+v", s.Totals, wantTotals)
@@ -176,7 +193,8 @@ func TestBuild(t *testing.T) {
 // stays under the 2 MB the issue allows (the benchmark measures it on a
 // real cluster; this keeps the format from growing unnoticed).
 func TestBuildSize(t *testing.T) {
-	in := Inputs{Levels: []string{corev1.LabelTopologyZone, "muster.io/rack"}, GPUResources: []corev1.ResourceName{"nvidia.com/gpu"}, Now: now}
+	in := Inputs{Levels: []string{corev1.LabelTopologyZone, "muster.io/rack"}, GPUResources: []corev1.ResourceName{"nvidia.com/gpu"}, Now: now,
+		Role: func(*corev1.Pod, string) string { return "replicatedjob/workers" }} // every cell's hover names a role
 	for i := range 1000 {
 		n := node(fmt.Sprintf("gpu-node-%04d", i), fmt.Sprintf("zone-%d", i%4), 8)
 		n.Labels["muster.io/rack"] = fmt.Sprintf("rack-%d-%d", i%4, i/32)

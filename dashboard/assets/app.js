@@ -136,6 +136,7 @@ function cell(ci, v) {
     c.dataset.wl = w.kind + "/" + w.namespace + "/" + w.name;
     if (p.nom) c.style.borderColor = colour(w); else c.style.background = colour(w);
     title += "\n" + w.kind + " " + w.namespace + "/" + w.name;
+    if (p.r) title += "\nrole " + p.r;
     if (p.g) title += "\ngang " + p.g;
     c.dataset.key = wkey(w);
     if (wkey(w) === v.w) c.classList.add("sel");

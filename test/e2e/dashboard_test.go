@@ -223,6 +223,34 @@ func TestDashboard(t *testing.T) {
 		t.Errorf("%d cells held outside any gang, want the Deployment's 2", noGang)
 	}
 
+	// Hover names each gang member's role as describe does: the component
+	// and instance describe puts the pod in.
+	out, errOut, code := sb.muster(t, "describe", "jobset/train", "-n", ns, "-o", "json")
+	if code != 0 {
+		t.Fatalf("muster describe jobset/train: exit %d: %s", code, errOut)
+	}
+	var d cli.Description
+	if err := json.Unmarshal([]byte(out), &d); err != nil {
+		t.Fatal(err)
+	}
+	wantRole := map[string]string{}
+	for _, c := range d.Components {
+		for _, in := range c.Instances {
+			for _, p := range in.Items {
+				wantRole[ns+"/"+p.Name] = strings.TrimSuffix(c.Name+"/"+in.ID, "/")
+			}
+		}
+	}
+	titles := eval[map[string]string](t, ctx, `(() => { const m = {}; for (const c of document.querySelectorAll('#map .cell.held[data-wl="JobSet/`+ns+`/train"]')) m[c.dataset.pod] = c.title; return m; })()`)
+	if len(titles) == 0 {
+		t.Fatal("no cell of train on the page")
+	}
+	for pod, title := range titles {
+		if r, ok := wantRole[pod]; !ok || !strings.Contains(title, "\nrole "+r+"\n") {
+			t.Errorf("cell of %s: title %q, want the role describe gives (%q)", pod, title, r)
+		}
+	}
+
 	// The gang that cannot fit: waiting, with the scheduler's own words.
 	const pretrainRow = `#gangs tr[data-wl="JobSet/examples/pretrain"]`
 	waitFor(t, localcluster.ShortTimeout, "pretrain waiting with the scheduler's reason", func(context.Context) (bool, string, error) {
@@ -239,7 +267,7 @@ func TestDashboard(t *testing.T) {
 	})
 
 	// What would let it start: muster fit's own answer, as the CLI gives it.
-	out, errOut, code := sb.muster(t, "fit", "jobset/pretrain", "-n", ns, "-o", "json")
+	out, errOut, code = sb.muster(t, "fit", "jobset/pretrain", "-n", ns, "-o", "json")
 	if code != 0 {
 		t.Fatalf("muster fit jobset/pretrain: exit %d: %s", code, errOut)
 	}
