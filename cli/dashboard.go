@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -161,10 +162,19 @@ func (o *DashboardOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	_, nativeErr := c.Mapper.RESTMapping(nativePodGroupGK, nativePodGroupVersion)
+	if nativeErr == nil {
+		// Served but not readable (RBAC) would hold the watch's first
+		// list, and the page, forever: try one list first.
+		if _, err := kube.SchedulingV1beta1().PodGroups("").List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+			o.env.warnf("cannot list native PodGroups (%v): native gangs show as pods outside any gang", err)
+			nativeErr = err
+		}
+	}
 	live := dashboard.NewLive(kube, pg, dashboard.LiveOptions{Levels: o.Topology, GPUResources: o.env.gpuNames(), WithPodGroups: pgErr == nil,
-		Role: podRole(ctx, defs)})
-	if pgErr != nil {
-		o.env.warnf("the cluster serves no scheduler-plugins PodGroups: every pod shows outside any gang")
+		WithNativePodGroups: nativeErr == nil, Role: podRole(ctx, defs)})
+	if pgErr != nil && nativeErr != nil {
+		o.env.warnf("the cluster serves neither scheduler-plugins PodGroups nor native ones (scheduling.k8s.io/v1beta1): every pod shows outside any gang")
 	}
 	if err := live.Start(ctx); err != nil {
 		return apiError("watching the cluster", err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -29,6 +30,8 @@ type Live struct {
 	nodes cache.SharedIndexInformer
 	pods  cache.SharedIndexInformer
 	pgs   cache.SharedIndexInformer // nil when PodGroups are not served
+	// native watches Kubernetes' own PodGroups; nil when not served.
+	native cache.SharedIndexInformer
 
 	role  func(*corev1.Pod, string) string
 	roles map[types.UID]roleMemo // only rebuild touches it
@@ -50,6 +53,10 @@ type LiveOptions struct {
 	// WithPodGroups watches scheduler-plugins PodGroups (false when the
 	// cluster does not serve them: pods then show outside any gang).
 	WithPodGroups bool
+	// WithNativePodGroups watches Kubernetes' own PodGroups
+	// (scheduling.k8s.io/v1beta1, native gangs), when the cluster serves
+	// them.
+	WithNativePodGroups bool
 	// Role, if set, names a gang member's role (Inputs.Role). It sees the
 	// pod as trimmed (labels, owners, name; no annotations) and is asked
 	// once per pod version and definition, not once per snapshot.
@@ -82,6 +89,10 @@ func NewLive(kube kubernetes.Interface, pg pgclientset.Interface, o LiveOptions)
 	}
 	_, _ = l.nodes.AddEventHandler(mark) // registration errors only after stop
 	_, _ = l.pods.AddEventHandler(mark)
+	if o.WithNativePodGroups {
+		l.native = f.Scheduling().V1beta1().PodGroups().Informer()
+		_, _ = l.native.AddEventHandler(mark)
+	}
 	if o.WithPodGroups && pg != nil {
 		pf := pginformers.NewSharedInformerFactory(pg, 0)
 		l.pgs = pf.Scheduling().V1alpha1().PodGroups().Informer()
@@ -95,6 +106,9 @@ func (l *Live) Start(ctx context.Context) error {
 	infs := []cache.SharedIndexInformer{l.nodes, l.pods}
 	if l.pgs != nil {
 		infs = append(infs, l.pgs)
+	}
+	if l.native != nil {
+		infs = append(infs, l.native)
 	}
 	synced := make([]cache.InformerSynced, 0, len(infs))
 	for _, inf := range infs {
@@ -164,6 +178,13 @@ func (l *Live) rebuild() {
 			}
 		}
 	}
+	if l.native != nil {
+		for _, o := range l.native.GetStore().List() {
+			if pg, ok := o.(*schedv1beta1.PodGroup); ok {
+				in.NativePodGroups = append(in.NativePodGroups, pg)
+			}
+		}
+	}
 	s := Build(in)
 	for uid := range l.roles {
 		if !seen[uid] {
@@ -222,6 +243,7 @@ func trimPod(obj any) (any, error) {
 	out.ResourceVersion = p.ResourceVersion
 	out.Spec.NodeName = p.Spec.NodeName
 	out.Spec.SchedulingGates = p.Spec.SchedulingGates
+	out.Spec.SchedulingGroup = p.Spec.SchedulingGroup // its native gang
 	out.Spec.Containers = trimContainers(p.Spec.Containers)
 	out.Spec.InitContainers = trimContainers(p.Spec.InitContainers)
 	out.Spec.Overhead = p.Spec.Overhead   // counted in the pod's requests

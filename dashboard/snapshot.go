@@ -7,6 +7,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/kubectl/pkg/util/podutils"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -100,6 +102,8 @@ type Inputs struct {
 	Nodes     []*corev1.Node
 	Pods      []*corev1.Pod
 	PodGroups []*schedv1alpha1.PodGroup
+	// NativePodGroups are Kubernetes' own (scheduling.k8s.io/v1beta1).
+	NativePodGroups []*schedv1beta1.PodGroup
 	// GPUResources are the resource names counted as GPUs.
 	GPUResources []corev1.ResourceName
 	Levels       []string
@@ -110,44 +114,84 @@ type Inputs struct {
 	Role func(pod *corev1.Pod, definition string) string
 }
 
-// workloadKey identifies a workload by its PodGroups' controller.
+// workloadKey identifies a workload by its PodGroups' owner.
 type workloadKey struct{ apiVersion, kind, namespace, name string }
+
+// gangOf is a PodGroup of either API as Build counts it.
+type gangOf struct {
+	key        string // namespace/name; nativeKey for a native one
+	owner      workloadKey
+	minMember  int32
+	created    time.Time
+	definition string
+}
+
+// nativeKey keys a native PodGroup apart from a scheduler-plugins one of
+// the same name (":" is in no object name).
+func nativeKey(namespace, name string) string { return "native:" + namespace + "/" + name }
+
+// gangsOf lists the gangs of in, sorted by namespace and name. A
+// scheduler-plugins PodGroup's workload is its controller; a native one's
+// its controller too (the Job controller's), else the owner its
+// workload-uid label names (the pod-grouper's, which is no controller
+// reference), else its first owner. A native PodGroup of the basic policy
+// is no gang: its pods are placed one by one.
+func gangsOf(in Inputs) []gangOf {
+	var out []gangOf
+	for _, pg := range in.PodGroups {
+		g := gangOf{key: pg.Namespace + "/" + pg.Name, minMember: pg.Spec.MinMember, created: pg.CreationTimestamp.Time, definition: pg.Labels[api.LabelDefinition],
+			owner: workloadKey{"scheduling.x-k8s.io/v1alpha1", "PodGroup", pg.Namespace, pg.Name}}
+		if ref := metav1.GetControllerOfNoCopy(pg); ref != nil {
+			g.owner = workloadKey{ref.APIVersion, ref.Kind, pg.Namespace, ref.Name}
+		}
+		out = append(out, g)
+	}
+	for _, pg := range in.NativePodGroups {
+		gang := pg.Spec.SchedulingPolicy.Gang
+		if gang == nil {
+			continue
+		}
+		g := gangOf{key: nativeKey(pg.Namespace, pg.Name), minMember: max(gang.MinCount, 1), created: pg.CreationTimestamp.Time, definition: pg.Labels[api.LabelDefinition],
+			owner: workloadKey{"scheduling.k8s.io/v1beta1", "PodGroup", pg.Namespace, pg.Name}}
+		refs := pg.OwnerReferences
+		if ref := metav1.GetControllerOfNoCopy(pg); ref != nil {
+			refs = []metav1.OwnerReference{*ref}
+		} else if i := slices.IndexFunc(refs, func(r metav1.OwnerReference) bool { return string(r.UID) == pg.Labels[api.LabelWorkloadUID] }); i >= 0 {
+			refs = refs[i : i+1]
+		}
+		if len(refs) > 0 {
+			g.owner = workloadKey{refs[0].APIVersion, refs[0].Kind, pg.Namespace, refs[0].Name}
+		}
+		out = append(out, g)
+	}
+	slices.SortFunc(out, func(a, b gangOf) int { return cmp.Compare(a.key, b.key) })
+	return out
+}
 
 // Build makes the snapshot of in. It is a pure function of its inputs.
 func Build(in Inputs) *Snapshot {
 	s := &Snapshot{Time: in.Now, Levels: in.Levels, Nodes: []NodeView{}, Pods: []PodRef{}, Workloads: []WorkloadView{}}
 
-	// Workloads from PodGroups; a PodGroup without a controller is its
-	// own workload (a gang made by hand).
+	// Workloads from PodGroups of both APIs; a PodGroup without an owner
+	// is its own workload (a gang made by hand).
 	wlIndex := map[workloadKey]int{}
-	pgWorkload := map[string]int{}      // namespace/podgroup → workload index
-	pgDefinition := map[string]string{} // namespace/podgroup → definition
-	pgs := slices.Clone(in.PodGroups)
-	slices.SortFunc(pgs, func(a, b *schedv1alpha1.PodGroup) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
-	for _, pg := range pgs {
-		k := workloadKey{"scheduling.x-k8s.io/v1alpha1", "PodGroup", pg.Namespace, pg.Name}
-		for _, ref := range pg.OwnerReferences {
-			if ref.Controller != nil && *ref.Controller {
-				k = workloadKey{ref.APIVersion, ref.Kind, pg.Namespace, ref.Name}
-				break
-			}
-		}
-		pgDefinition[pg.Namespace+"/"+pg.Name] = pg.Labels[api.LabelDefinition]
-		i, ok := wlIndex[k]
+	pgWorkload := map[string]int{}      // gang key → workload index
+	pgDefinition := map[string]string{} // gang key → definition
+	for _, g := range gangsOf(in) {
+		pgDefinition[g.key] = g.definition
+		i, ok := wlIndex[g.owner]
 		if !ok {
 			i = len(s.Workloads)
-			wlIndex[k] = i
-			s.Workloads = append(s.Workloads, WorkloadView{Kind: k.kind, APIVersion: k.apiVersion, Namespace: k.namespace, Name: k.name, Created: pg.CreationTimestamp.Time})
+			wlIndex[g.owner] = i
+			s.Workloads = append(s.Workloads, WorkloadView{Kind: g.owner.kind, APIVersion: g.owner.apiVersion, Namespace: g.owner.namespace, Name: g.owner.name, Created: g.created})
 		}
 		w := &s.Workloads[i]
 		w.Gangs++
-		w.MinMember += pg.Spec.MinMember
-		if pg.CreationTimestamp.Time.Before(w.Created) {
-			w.Created = pg.CreationTimestamp.Time
+		w.MinMember += g.minMember
+		if g.created.Before(w.Created) {
+			w.Created = g.created
 		}
-		pgWorkload[pg.Namespace+"/"+pg.Name] = i
+		pgWorkload[g.key] = i
 	}
 
 	// Pods: each GPU pod on a node or nominated to one gets a PodRef.
@@ -161,11 +205,16 @@ func Build(in Inputs) *Snapshot {
 	})
 	for _, p := range pods {
 		terminal := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
-		wi := -1
-		gang := p.Labels[api.LabelPodGroup]
-		if gang != "" {
-			if i, ok := pgWorkload[p.Namespace+"/"+gang]; ok {
-				wi = i
+		wi, gang, gangKey := -1, "", ""
+		// The scheduler follows spec.schedulingGroup before any label.
+		if sg := p.Spec.SchedulingGroup; sg != nil && sg.PodGroupName != nil {
+			if i, ok := pgWorkload[nativeKey(p.Namespace, *sg.PodGroupName)]; ok {
+				wi, gang, gangKey = i, *sg.PodGroupName, nativeKey(p.Namespace, *sg.PodGroupName)
+			}
+		}
+		if g := p.Labels[api.LabelPodGroup]; wi < 0 && g != "" {
+			if i, ok := pgWorkload[p.Namespace+"/"+g]; ok {
+				wi, gang, gangKey = i, g, p.Namespace+"/"+g
 			}
 		}
 		gpus := definition.GPUs(definition.PodRequests(&p.Spec), in.GPUResources)
@@ -202,7 +251,7 @@ func Build(in Inputs) *Snapshot {
 			ref.Owner = c
 		}
 		if wi >= 0 && in.Role != nil {
-			ref.Role = in.Role(p, pgDefinition[p.Namespace+"/"+gang])
+			ref.Role = in.Role(p, pgDefinition[gangKey])
 		}
 		idx := len(s.Pods)
 		s.Pods = append(s.Pods, ref)

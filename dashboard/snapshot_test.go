@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -220,4 +221,68 @@ func TestBuildSize(t *testing.T) {
 		t.Errorf("snapshot of 1000 nodes / 10 000 pods is %d bytes, over 2 MiB", len(b))
 	}
 	t.Logf("snapshot of 1000 nodes / 10 000 pods: %d bytes", len(b))
+}
+
+// TestBuildNative: Kubernetes' own PodGroups are gangs too. A pod joins
+// one through spec.schedulingGroup, which wins over a scheduler-plugins
+// label; the workload is the owner the pod-grouper's workload-uid label
+// names (no controller reference), else the Job controller's controller
+// reference; a basic-policy group is no gang.
+func TestBuildNative(t *testing.T) {
+	native := func(name string, gang *schedv1beta1.GangSchedulingPolicy, refs ...metav1.OwnerReference) *schedv1beta1.PodGroup {
+		pg := &schedv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name, CreationTimestamp: metav1.NewTime(now.Add(-time.Minute)),
+			Labels: map[string]string{api.LabelWorkloadUID: "uid-train", api.LabelDefinition: "jobset"}, OwnerReferences: refs}}
+		pg.Spec.SchedulingPolicy.Gang = gang
+		return pg
+	}
+	joined := func(pg string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) { p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(pg)} }
+	}
+	in := Inputs{
+		GPUResources: []corev1.ResourceName{"nvidia.com/gpu"},
+		Now:          now,
+		Role:         func(p *corev1.Pod, def string) string { return def + ":" + p.Name },
+		Nodes:        []*corev1.Node{node("n1", "a", 8)},
+		PodGroups:    []*schedv1alpha1.PodGroup{podGroup("stale", "JobSet", "stale", 1, now)},
+		NativePodGroups: []*schedv1beta1.PodGroup{
+			native("train-gang", &schedv1beta1.GangSchedulingPolicy{MinCount: 2},
+				metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "other", UID: "uid-other"},
+				metav1.OwnerReference{APIVersion: "jobset.x-k8s.io/v1alpha2", Kind: "JobSet", Name: "train", UID: "uid-train"}),
+			native("job-gang", &schedv1beta1.GangSchedulingPolicy{MinCount: 3},
+				metav1.OwnerReference{APIVersion: "batch/v1", Kind: "Job", Name: "batch", UID: "uid-batch", Controller: ptr.To(true)}),
+			native("basic", nil, metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "uid-web"}),
+		},
+		Pods: []*corev1.Pod{
+			pod("train-0", "stale", "n1", 2, joined("train-gang")),
+			pod("train-1", "", "n1", 2, joined("train-gang")),
+			pod("batch-0", "", "", 1, joined("job-gang")),
+			pod("web-0", "", "n1", 1, joined("basic")),
+		},
+	}
+	s := Build(in)
+	byName := map[string]WorkloadView{}
+	for _, w := range s.Workloads {
+		byName[w.Kind+"/"+w.Name] = w
+	}
+	if w, ok := byName["JobSet/train"]; !ok || w.MinMember != 2 || w.Scheduled != 2 || w.GPUs != 4 || w.State != "running" {
+		t.Errorf("JobSet/train %+v (found %t), want min-member 2, 2 scheduled with 4 GPUs, running", w, ok)
+	}
+	if w, ok := byName["Job/batch"]; !ok || w.MinMember != 3 || w.State != "waiting" {
+		t.Errorf("Job/batch %+v (found %t), want min-member 3, waiting", w, ok)
+	}
+	if _, ok := byName["Deployment/web"]; ok {
+		t.Error("a basic-policy PodGroup is listed as a gang")
+	}
+	if w := byName["JobSet/stale"]; w.Pods != 0 {
+		t.Errorf("a pod joined to a native gang also counted in its labelled PodGroup: %+v", w)
+	}
+	for _, p := range s.Pods {
+		wantGang, wantRole := "train-gang", "jobset:"+p.Name
+		if p.Name == "web-0" {
+			wantGang, wantRole = "", ""
+		}
+		if p.Gang != wantGang || p.Role != wantRole || (wantGang == "") != (p.Workload < 0) {
+			t.Errorf("pod %s: gang %q role %q workload %d, want gang %q role %q", p.Name, p.Gang, p.Role, p.Workload, wantGang, wantRole)
+		}
+	}
 }

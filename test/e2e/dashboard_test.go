@@ -152,6 +152,57 @@ type pageDetail struct {
 const heldCellsJS = `(() => { const m = {}; for (const n of document.querySelectorAll('#map .node')) {
   for (const c of n.querySelectorAll('.cell.held')) { const k = n.dataset.node + '|' + c.dataset.wl; m[k] = (m[k] || 0) + 1; } } return m; })()`
 
+// apiHeldCells is what the map must show, from the API: node|Kind/
+// namespace/name → the GPUs the workload's bound gang members hold there,
+// a member found through its native PodGroup (spec.schedulingGroup, owned
+// by the workload its workload-uid label names) or its scheduler-plugins
+// PodGroup label (controlled by the workload).
+func apiHeldCells(t *testing.T, sb *runningSandbox, ns string) map[string]int {
+	t.Helper()
+	ctx := context.Background()
+	pods, err := sb.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, native := map[string]string{}, map[string]string{}
+	pgs, err := sb.dyn.Resource(podGroupsGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pg := range pgs.Items {
+		if ref := metav1.GetControllerOfNoCopy(&pg); ref != nil {
+			owner[pg.GetName()] = ref.Kind + "/" + ns + "/" + ref.Name
+		}
+	}
+	npgs, err := sb.kube.SchedulingV1beta1().PodGroups(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pg := range npgs.Items {
+		for _, ref := range pg.OwnerReferences {
+			if string(ref.UID) == pg.Labels[api.LabelWorkloadUID] && pg.Spec.SchedulingPolicy.Gang != nil {
+				native[pg.Name] = ref.Kind + "/" + ns + "/" + ref.Name
+			}
+		}
+	}
+	m := map[string]int{}
+	for _, p := range pods.Items {
+		w, ok := owner[p.Labels[api.LabelPodGroup]]
+		if sg := p.Spec.SchedulingGroup; sg != nil && sg.PodGroupName != nil {
+			w, ok = native[*sg.PodGroupName]
+		}
+		if !ok || p.Spec.NodeName == "" || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		for _, c := range p.Spec.Containers {
+			if q, ok := c.Resources.Requests["nvidia.com/gpu"]; ok {
+				m[p.Spec.NodeName+"|"+w] += int(q.Value())
+			}
+		}
+	}
+	return m
+}
+
 // TestDashboard drives `muster dashboard` on the sandbox in headless
 // Chromium: the GPU map shows every GPU with the cells of each gang on the
 // nodes its pods are bound to; the gang too big to fit is listed as waiting
@@ -166,38 +217,7 @@ func TestDashboard(t *testing.T) {
 	origin := strings.TrimSuffix(base, "/")
 	ctx, requests := browser(t)
 
-	// The cells each workload's bound pods hold, from the API.
-	want := func() map[string]int {
-		pods, err := sb.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		owner := map[string]string{}
-		pgs, err := sb.dyn.Resource(podGroupsGVR).Namespace(ns).List(context.Background(), metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, pg := range pgs.Items {
-			for _, ref := range pg.GetOwnerReferences() {
-				if ref.Controller != nil && *ref.Controller {
-					owner[pg.GetName()] = ref.Kind + "/" + ns + "/" + ref.Name
-				}
-			}
-		}
-		m := map[string]int{}
-		for _, p := range pods.Items {
-			w, ok := owner[p.Labels[api.LabelPodGroup]]
-			if !ok || p.Spec.NodeName == "" || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-				continue
-			}
-			for _, c := range p.Spec.Containers {
-				if q, ok := c.Resources.Requests["nvidia.com/gpu"]; ok {
-					m[p.Spec.NodeName+"|"+w] += int(q.Value())
-				}
-			}
-		}
-		return m
-	}
+	want := func() map[string]int { return apiHeldCells(t, sb, ns) }
 	do(t, ctx, "loading "+base, chromedp.Navigate(base), chromedp.WaitVisible(chromedp.CSS(`body[data-version]`)))
 	cells := eval[int](t, ctx, `document.querySelectorAll('#map .cell').length`)
 	if cells != 32 {
@@ -253,18 +273,7 @@ func TestDashboard(t *testing.T) {
 
 	// The gang that cannot fit: waiting, with the scheduler's own words.
 	const pretrainRow = `#gangs tr[data-wl="JobSet/examples/pretrain"]`
-	waitFor(t, localcluster.ShortTimeout, "pretrain waiting with the scheduler's reason", func(context.Context) (bool, string, error) {
-		row := eval[pageRow](t, ctx, `(() => { const r = document.querySelector('`+pretrainRow+`'); return r ? {state: r.dataset.state, reason: r.querySelector('.reason').textContent} : {}; })()`)
-		msgs := map[string]bool{}
-		for _, p := range sb.pods(t, ns, "jobset.sigs.k8s.io/jobset-name=pretrain") {
-			for _, c := range p.Status.Conditions {
-				if c.Type == corev1.PodScheduled && c.Message != "" {
-					msgs[c.Message] = true
-				}
-			}
-		}
-		return row.State == "waiting" && msgs[row.Reason], fmt.Sprintf("row %+v, pods' reasons %v", row, msgs), nil
-	})
+	waitGangWaiting(t, ctx, sb, ns, pretrainRow, "jobset.sigs.k8s.io/jobset-name=pretrain")
 
 	// What would let it start: muster fit's own answer, as the CLI gives it.
 	out, errOut, code = sb.muster(t, "fit", "jobset/pretrain", "-n", ns, "-o", "json")
@@ -338,6 +347,65 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("the page requested %s, outside its origin %s", u, origin)
 		}
 	}
+}
+
+// waitGangWaiting waits until the gangs table's row shows the workload
+// waiting with exactly a pod's PodScheduled message (the scheduler's own
+// words).
+func waitGangWaiting(t *testing.T, ctx context.Context, sb *runningSandbox, ns, row, selector string) {
+	t.Helper()
+	waitFor(t, localcluster.ShortTimeout, row+" waiting with the scheduler's reason", func(context.Context) (bool, string, error) {
+		got := eval[pageRow](t, ctx, `(() => { const r = document.querySelector('`+row+`'); return r ? {state: r.dataset.state, reason: r.querySelector('.reason').textContent} : {}; })()`)
+		msgs := map[string]bool{}
+		for _, p := range sb.pods(t, ns, selector) {
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Message != "" {
+					msgs[c.Message] = true
+				}
+			}
+		}
+		return got.State == "waiting" && msgs[got.Reason], fmt.Sprintf("row %+v, pods' reasons %v", got, msgs), nil
+	})
+}
+
+// TestDashboardNative: on native gangs (muster-sandbox --native: the
+// default scheduler places Kubernetes' own PodGroups) the map and the
+// table show the same gangs as with muster-scheduler: each workload's
+// cells are its bound members' GPUs, found through the native PodGroups,
+// with their roles, and the gang too big waits with the scheduler's words.
+func TestDashboardNative(t *testing.T) {
+	sb := startSandbox(t, sandboxapp.Config{Nodes: 4, GPUsPerNode: 8, Zones: 2, Native: true})
+	ns := sandboxapp.ExampleNamespace
+	base := runDashboard(t, sb.kubeconfig, "--address", "127.0.0.1:0")
+	ctx, _ := browser(t)
+	do(t, ctx, "loading "+base, chromedp.Navigate(base), chromedp.WaitVisible(chromedp.CSS(`body[data-version]`)))
+	var got map[string]int
+	waitFor(t, localcluster.ShortTimeout, "the map's held cells match the natively ganged bound pods", func(context.Context) (bool, string, error) {
+		got = eval[map[string]int](t, ctx, heldCellsJS)
+		w := apiHeldCells(t, sb, ns)
+		return fmt.Sprint(got) == fmt.Sprint(w) && len(w) > 0, fmt.Sprintf("page %v, API %v", got, w), nil
+	})
+	byWorkload := map[string]int{}
+	for k, n := range got {
+		byWorkload[k[strings.Index(k, "|")+1:]] += n
+	}
+	if byWorkload["JobSet/"+ns+"/train"] != 12 || byWorkload["LeaderWorkerSet/"+ns+"/serve"] == 0 {
+		t.Errorf("cells per workload %v: want JobSet train's 12 GPUs and LeaderWorkerSet serve's", byWorkload)
+	}
+	rows := eval[map[string]pageRow](t, ctx, `(() => { const m = {}; for (const r of document.querySelectorAll('#gangs tr[data-wl]')) m[r.dataset.wl] = {state: r.dataset.state, reason: r.querySelector('.reason').textContent}; return m; })()`)
+	for _, w := range []string{"JobSet/" + ns + "/train", "LeaderWorkerSet/" + ns + "/serve"} {
+		if rows[w].State != "running" {
+			t.Errorf("gangs table row %s: %+v, want running (rows %v)", w, rows[w], rows)
+		}
+	}
+	titles := eval[[]string](t, ctx, `[...document.querySelectorAll('#map .cell.held')].map(c => c.title)`)
+	for _, title := range titles {
+		if !strings.Contains(title, "\nrole ") || !strings.Contains(title, "\ngang ") {
+			t.Errorf("a held cell's title %q names no role or gang", title)
+		}
+	}
+	const pretrainRow = `#gangs tr[data-wl="JobSet/examples/pretrain"]`
+	waitGangWaiting(t, ctx, sb, ns, pretrainRow, "jobset.sigs.k8s.io/jobset-name=pretrain")
 }
 
 // TestDashboardToken: bound to 0.0.0.0 the dashboard answers 401 without
