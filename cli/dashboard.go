@@ -171,8 +171,21 @@ func (o *DashboardOptions) Run(ctx context.Context) error {
 			nativeErr = err
 		}
 	}
+	_, draErr := c.Mapper.RESTMapping(schema.GroupKind{Group: "resource.k8s.io", Kind: "ResourceSlice"}, "v1")
+	if draErr == nil {
+		// As above: the watches of slices and claims start only if both
+		// can be listed.
+		if _, err := kube.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+			draErr = err
+		} else if _, err := kube.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+			draErr = err
+		}
+		if draErr != nil {
+			o.env.warnf("cannot list DRA ResourceSlices and ResourceClaims (%v): GPUs handed out through DRA are not shown", draErr)
+		}
+	}
 	live := dashboard.NewLive(kube, pg, dashboard.LiveOptions{Levels: o.Topology, GPUResources: o.env.gpuNames(), WithPodGroups: pgErr == nil,
-		WithNativePodGroups: nativeErr == nil, Role: podRole(ctx, defs)})
+		WithNativePodGroups: nativeErr == nil, WithDRA: draErr == nil, Role: podRole(ctx, defs)})
 	if pgErr != nil && nativeErr != nil {
 		o.env.warnf("the cluster serves neither scheduler-plugins PodGroups nor native ones (scheduling.k8s.io/v1beta1): every pod shows outside any gang")
 	}

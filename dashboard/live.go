@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
@@ -32,6 +33,9 @@ type Live struct {
 	pgs   cache.SharedIndexInformer // nil when PodGroups are not served
 	// native watches Kubernetes' own PodGroups; nil when not served.
 	native cache.SharedIndexInformer
+	// slices and claims watch DRA's ResourceSlices and ResourceClaims;
+	// nil when not served.
+	slices, claims cache.SharedIndexInformer
 
 	role  func(*corev1.Pod, string) string
 	roles map[types.UID]roleMemo // only rebuild touches it
@@ -57,6 +61,9 @@ type LiveOptions struct {
 	// (scheduling.k8s.io/v1beta1, native gangs), when the cluster serves
 	// them.
 	WithNativePodGroups bool
+	// WithDRA watches ResourceSlices and ResourceClaims (resource.k8s.io/v1)
+	// for GPUs handed out as DRA devices.
+	WithDRA bool
 	// Role, if set, names a gang member's role (Inputs.Role). It sees the
 	// pod as trimmed (labels, owners, name; no annotations) and is asked
 	// once per pod version and definition, not once per snapshot.
@@ -89,6 +96,12 @@ func NewLive(kube kubernetes.Interface, pg pgclientset.Interface, o LiveOptions)
 	}
 	_, _ = l.nodes.AddEventHandler(mark) // registration errors only after stop
 	_, _ = l.pods.AddEventHandler(mark)
+	if o.WithDRA {
+		l.slices = f.Resource().V1().ResourceSlices().Informer()
+		l.claims = f.Resource().V1().ResourceClaims().Informer()
+		_, _ = l.slices.AddEventHandler(mark)
+		_, _ = l.claims.AddEventHandler(mark)
+	}
 	if o.WithNativePodGroups {
 		l.native = f.Scheduling().V1beta1().PodGroups().Informer()
 		_, _ = l.native.AddEventHandler(mark)
@@ -107,8 +120,10 @@ func (l *Live) Start(ctx context.Context) error {
 	if l.pgs != nil {
 		infs = append(infs, l.pgs)
 	}
-	if l.native != nil {
-		infs = append(infs, l.native)
+	for _, inf := range []cache.SharedIndexInformer{l.native, l.slices, l.claims} {
+		if inf != nil {
+			infs = append(infs, inf)
+		}
 	}
 	synced := make([]cache.InformerSynced, 0, len(infs))
 	for _, inf := range infs {
@@ -185,6 +200,18 @@ func (l *Live) rebuild() {
 			}
 		}
 	}
+	if l.slices != nil {
+		for _, o := range l.slices.GetStore().List() {
+			if rs, ok := o.(*resourcev1.ResourceSlice); ok {
+				in.ResourceSlices = append(in.ResourceSlices, rs)
+			}
+		}
+		for _, o := range l.claims.GetStore().List() {
+			if c, ok := o.(*resourcev1.ResourceClaim); ok {
+				in.ResourceClaims = append(in.ResourceClaims, c)
+			}
+		}
+	}
 	s := Build(in)
 	for uid := range l.roles {
 		if !seen[uid] {
@@ -243,7 +270,8 @@ func trimPod(obj any) (any, error) {
 	out.ResourceVersion = p.ResourceVersion
 	out.Spec.NodeName = p.Spec.NodeName
 	out.Spec.SchedulingGates = p.Spec.SchedulingGates
-	out.Spec.SchedulingGroup = p.Spec.SchedulingGroup // its native gang
+	out.Spec.SchedulingGroup = p.Spec.SchedulingGroup                 // its native gang
+	out.Status.ResourceClaimStatuses = p.Status.ResourceClaimStatuses // its DRA claims
 	out.Spec.Containers = trimContainers(p.Spec.Containers)
 	out.Spec.InitContainers = trimContainers(p.Spec.InitContainers)
 	out.Spec.Overhead = p.Spec.Overhead   // counted in the pod's requests

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -104,6 +105,10 @@ type Inputs struct {
 	PodGroups []*schedv1alpha1.PodGroup
 	// NativePodGroups are Kubernetes' own (scheduling.k8s.io/v1beta1).
 	NativePodGroups []*schedv1beta1.PodGroup
+	// ResourceSlices and ResourceClaims give the GPUs handed out through
+	// DRA (dra.go).
+	ResourceSlices []*resourcev1.ResourceSlice
+	ResourceClaims []*resourcev1.ResourceClaim
 	// GPUResources are the resource names counted as GPUs.
 	GPUResources []corev1.ResourceName
 	Levels       []string
@@ -194,6 +199,8 @@ func Build(in Inputs) *Snapshot {
 		pgWorkload[g.key] = i
 	}
 
+	dra := newDRAView(in)
+
 	// Pods: each GPU pod on a node or nominated to one gets a PodRef.
 	nodeCells := map[string][]int{}
 	nominated := map[string][]int{}
@@ -217,7 +224,9 @@ func Build(in Inputs) *Snapshot {
 				wi, gang, gangKey = i, g, p.Namespace+"/"+g
 			}
 		}
-		gpus := definition.GPUs(definition.PodRequests(&p.Spec), in.GPUResources)
+		// A GPU asked for as an extended resource that DRA backs is both
+		// the request and a device: the larger is the pod's, never both.
+		gpus := max(definition.GPUs(definition.PodRequests(&p.Spec), in.GPUResources), dra.podGPUs(p))
 		if wi >= 0 && !terminal {
 			w := &s.Workloads[wi]
 			w.Pods++
@@ -267,7 +276,7 @@ func Build(in Inputs) *Snapshot {
 	nodes := slices.Clone(in.Nodes)
 	sort.Slice(nodes, func(a, b int) bool { return nodes[a].Name < nodes[b].Name })
 	for _, n := range nodes {
-		capacity := definition.GPUs(n.Status.Allocatable, in.GPUResources)
+		capacity := definition.GPUs(n.Status.Allocatable, in.GPUResources) + dra.capacity[n.Name]
 		if capacity == 0 {
 			continue
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/chromedp/chromedp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/muster-io/muster/api"
@@ -185,6 +186,25 @@ func apiHeldCells(t *testing.T, sb *runningSandbox, ns string) map[string]int {
 			}
 		}
 	}
+	// GPUs as DRA devices: those of the GPU driver allocated to the
+	// claims reserved for a pod.
+	claims, err := sb.kube.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	devices := map[types.UID]int{}
+	for _, c := range claims.Items {
+		if c.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			for _, ref := range c.Status.ReservedFor {
+				if r.Driver == localcluster.DRAGPUDriver && ref.Resource == "pods" {
+					devices[ref.UID]++
+				}
+			}
+		}
+	}
 	m := map[string]int{}
 	for _, p := range pods.Items {
 		w, ok := owner[p.Labels[api.LabelPodGroup]]
@@ -194,10 +214,14 @@ func apiHeldCells(t *testing.T, sb *runningSandbox, ns string) map[string]int {
 		if !ok || p.Spec.NodeName == "" || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
+		gpus := devices[p.UID]
 		for _, c := range p.Spec.Containers {
 			if q, ok := c.Resources.Requests["nvidia.com/gpu"]; ok {
-				m[p.Spec.NodeName+"|"+w] += int(q.Value())
+				gpus = max(gpus, int(q.Value()))
 			}
+		}
+		if gpus > 0 {
+			m[p.Spec.NodeName+"|"+w] += gpus
 		}
 	}
 	return m
@@ -406,6 +430,42 @@ func TestDashboardNative(t *testing.T) {
 	}
 	const pretrainRow = `#gangs tr[data-wl="JobSet/examples/pretrain"]`
 	waitGangWaiting(t, ctx, sb, ns, pretrainRow, "jobset.sigs.k8s.io/jobset-name=pretrain")
+}
+
+// TestDashboardDRA: on muster-sandbox --dra the GPUs exist only as DRA
+// devices; the map draws each node's published GPU devices as its cells,
+// a bound gang's cells are the devices allocated to its pods' claims, and
+// a second Job that the devices cannot hold waits with the scheduler's
+// words.
+func TestDashboardDRA(t *testing.T) {
+	sb := startSandbox(t, sandboxapp.Config{Nodes: 4, GPUsPerNode: 4, Zones: 1, DRA: true, NoExamples: true})
+	ctx := context.Background()
+	ns := "dra"
+	draNamespace(t, sb, ns)
+	if _, err := sb.kube.BatchV1().Jobs(ns).Create(ctx, draJob("first"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	base := runDashboard(t, sb.kubeconfig, "--address", "127.0.0.1:0")
+	bctx, _ := browser(t)
+	do(t, bctx, "loading "+base, chromedp.Navigate(base), chromedp.WaitVisible(chromedp.CSS(`body[data-version]`)))
+	if cells := eval[int](t, bctx, `document.querySelectorAll('#map .cell').length`); cells != 16 {
+		t.Errorf("the map has %d GPU cells, want the 16 DRA devices", cells)
+	}
+	var got map[string]int
+	waitFor(t, localcluster.ShortTimeout, "the map's held cells match the devices allocated to Job first", func(context.Context) (bool, string, error) {
+		got = eval[map[string]int](t, bctx, heldCellsJS)
+		w := apiHeldCells(t, sb, ns)
+		return fmt.Sprint(got) == fmt.Sprint(w) && len(w) == 4, fmt.Sprintf("page %v, API %v", got, w), nil
+	})
+	for k, n := range got {
+		if !strings.HasSuffix(k, "|Job/"+ns+"/first") || n != 4 {
+			t.Errorf("cells %s: %d, want Job first's 4 devices on each node", k, n)
+		}
+	}
+	if _, err := sb.kube.BatchV1().Jobs(ns).Create(ctx, draJob("second"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitGangWaiting(t, bctx, sb, ns, `#gangs tr[data-wl="Job/`+ns+`/second"]`, "app=second")
 }
 
 // TestDashboardToken: bound to 0.0.0.0 the dashboard answers 401 without

@@ -42,6 +42,19 @@ func draJob(name string) *batchv1.Job {
 	}
 }
 
+// draNamespace creates the namespace ns with the ResourceClaimTemplate
+// four (4 GPUs) that draJob's pods claim through.
+func draNamespace(t *testing.T, sb *runningSandbox, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := sb.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.kube.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, localcluster.GPUClaimTemplate("four", 4), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestSandboxDRA: on `muster-sandbox --dra` the GPUs exist only as DRA
 // devices; a Job of 4 pods each claiming 4 GPUs binds whole on the 4
 // nodes with all 16 devices allocated, `muster describe` counts 16 GPUs,
@@ -79,12 +92,7 @@ func TestSandboxDRA(t *testing.T) {
 
 	ns := "dra"
 	sbMuster := func(args ...string) (string, string, int) { return sb.muster(t, args...) }
-	if _, err := sb.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sb.kube.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, localcluster.GPUClaimTemplate("four", 4), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	draNamespace(t, sb, ns)
 	if _, err := sb.kube.BatchV1().Jobs(ns).Create(ctx, draJob("first"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
