@@ -17,10 +17,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
 	"github.com/spf13/cobra"
@@ -129,6 +134,64 @@ func podRole(ctx context.Context, defs *definitions) func(*corev1.Pod, string) s
 	}
 }
 
+// kueueSource watches Kueue's Workloads (and LocalQueues, to name the
+// ClusterQueue of a workload not yet admitted) when the cluster serves
+// and lets the user list them; nil otherwise, and the page shows no
+// queue. A watch that cannot list would hold the page's first snapshot
+// forever, so each is listed once first.
+func (o *DashboardOptions) kueueSource(ctx context.Context, c *Cluster, cfg *rest.Config) (*dashboard.QueueSource, error) {
+	if _, err := c.Mapper.RESTMapping(kueueWorkloadGK, kueueVersion); err != nil {
+		return nil, nil
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := dyn.Resource(kueueWorkloadGVR).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		o.env.warnf("cannot list Kueue Workloads (%v): the page shows no queue", err)
+		return nil, nil
+	}
+	f := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+	src := &dashboard.QueueSource{Informers: []cache.SharedIndexInformer{f.ForResource(kueueWorkloadGVR).Informer()}}
+	var lqs cache.Store
+	if _, err := dyn.Resource(kueueLocalQGVR).List(ctx, metav1.ListOptions{Limit: 1}); err == nil {
+		inf := f.ForResource(kueueLocalQGVR).Informer()
+		src.Informers, lqs = append(src.Informers, inf), inf.GetStore()
+	}
+	gpus := gpuCount{names: o.env.gpuNames()}
+	src.Entry = func(obj any) (dashboard.QueueEntry, bool) {
+		return kueueEntry(obj, lqs, gpus)
+	}
+	return src, nil
+}
+
+// kueueEntry reads one Kueue Workload as the page's queue entry, for the
+// job that controls it (Kueue's Workloads of plain pod groups, owned by
+// each pod, have none and are left out).
+func kueueEntry(obj any, localQueues cache.Store, gpus gpuCount) (dashboard.QueueEntry, bool) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return dashboard.QueueEntry{}, false
+	}
+	ref := metav1.GetControllerOfNoCopy(u)
+	if ref == nil {
+		return dashboard.QueueEntry{}, false
+	}
+	in := &kueueInput{Workload: u}
+	in.ClusterQueueName, _, _ = unstructured.NestedString(u.Object, "status", "admission", "clusterQueue")
+	if lq, _, _ := unstructured.NestedString(u.Object, "spec", "queueName"); in.ClusterQueueName == "" && lq != "" && localQueues != nil {
+		if o, ok, err := localQueues.GetByKey(u.GetNamespace() + "/" + lq); err == nil && ok {
+			if q, ok := o.(*unstructured.Unstructured); ok {
+				in.ClusterQueueName, _, _ = unstructured.NestedString(q.Object, "spec", "clusterQueue")
+			}
+		}
+	}
+	v := queueView(in, gpus, "")
+	return dashboard.QueueEntry{APIVersion: ref.APIVersion, Kind: ref.Kind, Namespace: u.GetNamespace(), Name: ref.Name,
+		State: v.State, Admitted: v.State == QueueAdmitted, Finished: v.State == QueueFinished, Summary: v.Summary,
+		Created: u.GetCreationTimestamp().Time}, true
+}
+
 // Run serves until ctx ends.
 func (o *DashboardOptions) Run(ctx context.Context) error {
 	if ctx == nil {
@@ -184,8 +247,12 @@ func (o *DashboardOptions) Run(ctx context.Context) error {
 			o.env.warnf("cannot list DRA ResourceSlices and ResourceClaims (%v): GPUs handed out through DRA are not shown", draErr)
 		}
 	}
+	queue, err := o.kueueSource(ctx, c, cfg)
+	if err != nil {
+		return err
+	}
 	live := dashboard.NewLive(kube, pg, dashboard.LiveOptions{Levels: o.Topology, GPUResources: o.env.gpuNames(), WithPodGroups: pgErr == nil,
-		WithNativePodGroups: nativeErr == nil, WithDRA: draErr == nil, Role: podRole(ctx, defs)})
+		WithNativePodGroups: nativeErr == nil, WithDRA: draErr == nil, Queue: queue, Role: podRole(ctx, defs)})
 	if pgErr != nil && nativeErr != nil {
 		o.env.warnf("the cluster serves neither scheduler-plugins PodGroups nor native ones (scheduling.k8s.io/v1beta1): every pod shows outside any gang")
 	}

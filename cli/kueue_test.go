@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 )
 
@@ -136,5 +138,56 @@ func TestKueueWorkloadOf(t *testing.T) {
 	}
 	if got := kueueWorkloadOf(wls, "u3"); got != nil {
 		t.Errorf("u3: %v, want none", got.GetName())
+	}
+}
+
+// TestKueueEntry: the dashboard's queue entry of a Kueue Workload is for
+// the job that controls it, names the ClusterQueue its LocalQueue points
+// at before admission, and leaves out Workloads no job controls.
+func TestKueueEntry(t *testing.T) {
+	const wl = `
+metadata:
+  name: jobset-late-1a2b
+  namespace: team
+  ownerReferences: [{apiVersion: jobset.x-k8s.io/v1alpha2, kind: JobSet, name: late, uid: u1, controller: %s}]
+spec:
+  queueName: default
+  podSets:
+  - {name: w, count: 2, template: {spec: {containers: [{name: c, resources: {limits: {nvidia.com/gpu: 8}}}]}}}
+status: %s
+`
+	lqs := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	if err := lqs.Add(kueueObj(t, `{metadata: {name: default, namespace: team}, spec: {clusterQueue: gpus}}`)); err != nil {
+		t.Fatal(err)
+	}
+	gpus := gpuCount{names: []corev1.ResourceName{"nvidia.com/gpu"}}
+	for _, tc := range []struct {
+		name, controller, status string
+		store                    cache.Store
+		ok, admitted, finished   bool
+		state, summary           string
+	}{
+		{name: "waiting for quota", controller: "true", status: `{conditions: [{type: QuotaReserved, status: "False", reason: Pending, message: "insufficient quota"}]}`, store: lqs,
+			ok: true, state: QueuePending, summary: "waiting for quota in ClusterQueue gpus: needs 16 nvidia.com/gpu (Kueue: insufficient quota)"},
+		{name: "no LocalQueue readable", controller: "true", status: `{}`,
+			ok: true, state: QueuePending, summary: "ClusterQueue (unknown)"},
+		{name: "admitted", controller: "true", status: `{admission: {clusterQueue: gpus}, conditions: [{type: Admitted, status: "True"}]}`,
+			ok: true, admitted: true, state: QueueAdmitted, summary: "admitted by Kueue to ClusterQueue gpus"},
+		{name: "finished", controller: "true", status: `{conditions: [{type: Finished, status: "True"}]}`,
+			ok: true, finished: true, state: QueueFinished},
+		{name: "no controller", controller: "false", status: `{}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, ok := kueueEntry(kueueObj(t, fmt.Sprintf(wl, tc.controller, tc.status)), tc.store, gpus)
+			if ok != tc.ok {
+				t.Fatalf("ok %t, want %t (%+v)", ok, tc.ok, e)
+			}
+			if !ok {
+				return
+			}
+			if e.Kind != "JobSet" || e.Name != "late" || e.Namespace != "team" || e.State != tc.state || e.Admitted != tc.admitted || e.Finished != tc.finished || !strings.Contains(e.Summary, tc.summary) {
+				t.Errorf("entry %+v, want JobSet team/late, state %s, admitted %t, finished %t, summary with %q", e, tc.state, tc.admitted, tc.finished, tc.summary)
+			}
+		})
 	}
 }

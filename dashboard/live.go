@@ -37,6 +37,7 @@ type Live struct {
 	// nil when not served.
 	slices, claims cache.SharedIndexInformer
 
+	queue *QueueSource
 	role  func(*corev1.Pod, string) string
 	roles map[types.UID]roleMemo // only rebuild touches it
 
@@ -64,6 +65,8 @@ type LiveOptions struct {
 	// WithDRA watches ResourceSlices and ResourceClaims (resource.k8s.io/v1)
 	// for GPUs handed out as DRA devices.
 	WithDRA bool
+	// Queue, if set, watches an admission queue (Kueue's Workloads).
+	Queue *QueueSource
 	// Role, if set, names a gang member's role (Inputs.Role). It sees the
 	// pod as trimmed (labels, owners, name; no annotations) and is asked
 	// once per pod version and definition, not once per snapshot.
@@ -79,7 +82,7 @@ func NewLive(kube kubernetes.Interface, pg pgclientset.Interface, o LiveOptions)
 		o.Debounce = 250 * time.Millisecond
 	}
 	f := informers.NewSharedInformerFactory(kube, 0)
-	l := &Live{levels: o.Levels, gpus: o.GPUResources, debounce: o.Debounce, role: o.Role, roles: map[types.UID]roleMemo{},
+	l := &Live{levels: o.Levels, gpus: o.GPUResources, debounce: o.Debounce, role: o.Role, roles: map[types.UID]roleMemo{}, queue: o.Queue,
 		nodes: f.Core().V1().Nodes().Informer(),
 		pods:  f.Core().V1().Pods().Informer(),
 		subs:  map[chan int64]struct{}{}, dirty: make(chan struct{}, 1)}
@@ -96,6 +99,11 @@ func NewLive(kube kubernetes.Interface, pg pgclientset.Interface, o LiveOptions)
 	}
 	_, _ = l.nodes.AddEventHandler(mark) // registration errors only after stop
 	_, _ = l.pods.AddEventHandler(mark)
+	if o.Queue != nil {
+		for _, inf := range o.Queue.Informers {
+			_, _ = inf.AddEventHandler(mark)
+		}
+	}
 	if o.WithDRA {
 		l.slices = f.Resource().V1().ResourceSlices().Informer()
 		l.claims = f.Resource().V1().ResourceClaims().Informer()
@@ -119,6 +127,9 @@ func (l *Live) Start(ctx context.Context) error {
 	infs := []cache.SharedIndexInformer{l.nodes, l.pods}
 	if l.pgs != nil {
 		infs = append(infs, l.pgs)
+	}
+	if l.queue != nil {
+		infs = append(infs, l.queue.Informers...)
 	}
 	for _, inf := range []cache.SharedIndexInformer{l.native, l.slices, l.claims} {
 		if inf != nil {
@@ -209,6 +220,13 @@ func (l *Live) rebuild() {
 		for _, o := range l.claims.GetStore().List() {
 			if c, ok := o.(*resourcev1.ResourceClaim); ok {
 				in.ResourceClaims = append(in.ResourceClaims, c)
+			}
+		}
+	}
+	if l.queue != nil && len(l.queue.Informers) > 0 {
+		for _, o := range l.queue.Informers[0].GetStore().List() {
+			if e, ok := l.queue.Entry(o); ok {
+				in.Queue = append(in.Queue, e)
 			}
 		}
 	}

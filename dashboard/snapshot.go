@@ -91,11 +91,19 @@ type WorkloadView struct {
 	GPUs       int64     `json:"gpus"`
 	Created    time.Time `json:"created"`
 	Age        string    `json:"age"`
-	// State is running, waiting, partly-bound, evicted or done.
+	// State is running, waiting, queued (behind an admission queue),
+	// partly-bound, evicted or done.
 	State string `json:"state"`
 	// Reason is why it waits, in the scheduler's words (the PodScheduled
-	// condition of one of its pending pods).
+	// condition of one of its pending pods), or the admission queue's
+	// when it waits there (state queued).
 	Reason string `json:"reason,omitempty"`
+	// Queue is the admission queue's state of the workload (Kueue's:
+	// Pending, Admitted, Evicted, ...), "" when no queue holds it;
+	// QueueSummary its line; Queued that it is not admitted yet.
+	Queue        string `json:"queue,omitempty"`
+	QueueSummary string `json:"queueSummary,omitempty"`
+	Queued       bool   `json:"-"`
 }
 
 // Inputs are the objects a snapshot is made of, as the informers hold them.
@@ -113,6 +121,8 @@ type Inputs struct {
 	GPUResources []corev1.ResourceName
 	Levels       []string
 	Now          time.Time
+	// Queue are the admission queue's entries (queue.go).
+	Queue []QueueEntry
 	// Role, if set, names the role of a gang member that holds GPUs, given
 	// the definition its PodGroup names (api.LabelDefinition; "" without
 	// one); "" leaves it out.
@@ -306,10 +316,21 @@ func Build(in Inputs) *Snapshot {
 		return slices.Compare(a.Domains, b.Domains)
 	})
 
+	applyQueue(s, in.Queue, wlIndex)
 	for i := range s.Workloads {
 		w := &s.Workloads[i]
-		w.Age = duration.HumanDuration(in.Now.Sub(w.Created))
+		if w.Created.IsZero() {
+			w.Age = ""
+		} else {
+			w.Age = duration.HumanDuration(in.Now.Sub(w.Created))
+		}
 		w.State = workloadState(w)
+		if w.Queued && w.Scheduled == 0 {
+			// Behind the queue, not the scheduler: its words, not a
+			// pending pod's (a queue that gates pods has them pending).
+			w.State, w.Reason = "queued", w.QueueSummary
+			continue
+		}
 		if ps := pending[i]; len(ps) > 0 {
 			w.Reason = pendingReason(ps)
 		}

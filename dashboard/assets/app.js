@@ -154,12 +154,23 @@ function fillSelect(id, values, cur) {
   if (cur && !values.includes(cur)) { const o = el("option", "", cur); o.value = cur; s.append(o); }
   s.value = cur;
 }
+// stateCell is the state, and the admission queue's (Kueue's) under it
+// when one holds the workload: which of the two gates it is behind.
+function stateCell(w) {
+  const td = el("td", "state-" + w.state, w.state);
+  if (w.queue) {
+    const q = el("small", "queue", w.queue);
+    q.title = w.queueSummary || "";
+    td.append(el("br"), q);
+  }
+  return td;
+}
 function renderGangs(v) {
   fillSelect("f-ns", snap.workloads.map((w) => w.namespace), v.ns);
   fillSelect("f-kind", snap.workloads.map((w) => w.kind), v.kind);
   $("f-state").value = v.state;
   const rows = snap.workloads.filter((w) => (!v.ns || w.namespace === v.ns) && (!v.kind || w.kind === v.kind) && (!v.state || w.state === v.state));
-  const order = { "partly-bound": 0, evicted: 1, waiting: 2, running: 3, done: 4 };
+  const order = { "partly-bound": 0, evicted: 1, waiting: 2, queued: 3, running: 4, done: 5 };
   const key = (w) => v.sort === "state" ? order[w.state] : v.sort === "created" ? -Date.parse(w.created) : w[v.sort];
   rows.sort((a, b) => {
     const x = key(a), y = key(b);
@@ -180,7 +191,7 @@ function renderGangs(v) {
     kind.append(sw, w.kind);
     tr.append(kind, el("td", "", w.namespace), el("td", "", w.name), el("td", "", String(w.minMember)),
       el("td", "", `${w.scheduled} of ${w.pods}`), el("td", "", `${w.ready} of ${w.pods}`), el("td", "", String(w.gpus)),
-      el("td", "", w.age), el("td", "state-" + w.state, w.state), el("td", "reason", w.reason || ""), el("td", "fit"));
+      el("td", "", w.age), stateCell(w), el("td", "reason", w.reason || ""), el("td", "fit"));
     tr.dataset.key = wkey(w);
     fillVerdict(tr, w);
     frag.append(tr);
@@ -200,7 +211,7 @@ let lastRows = [];
 const verdicts = new Map(); // wkey → {verdict, summary, at}
 const verdictTTL = 20000;
 let verdictsBusy = false;
-function waitingState(w) { return w.state === "waiting" || w.state === "partly-bound"; }
+function waitingState(w) { return w.state === "waiting" || w.state === "partly-bound" || w.state === "queued"; }
 function fillVerdict(tr, w) {
   const td = tr.querySelector(".fit"), v = verdicts.get(wkey(w));
   if (!waitingState(w)) { td.textContent = ""; delete td.dataset.verdict; return; }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chromedp/chromedp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
@@ -51,12 +52,32 @@ func TestSandboxKueue(t *testing.T) {
 		t.Errorf("the sandbox does not say how to submit to Kueue:\n%s", sb.progress.String())
 	}
 
+	// The dashboard says which gate each is behind: train-a admitted and
+	// running, train-b queued with Kueue's words (it has no pods, so no
+	// gang yet); live, train-b runs once train-a is gone.
+	base := runDashboard(t, sb.kubeconfig, "--address", "127.0.0.1:0")
+	bctx, _ := browser(t)
+	do(t, bctx, "loading "+base, chromedp.Navigate(base), chromedp.WaitVisible(chromedp.CSS(`body[data-version]`)))
+	pageRows := func() map[string]pageRow {
+		return eval[map[string]pageRow](t, bctx, `(() => { const m = {}; for (const r of document.querySelectorAll('#gangs tr[data-wl]')) m[r.dataset.wl] = {state: r.dataset.state + "/" + ((r.querySelector('.queue') || {}).textContent || ""), reason: r.querySelector('.reason').textContent}; return m; })()`)
+	}
+	const rowA, rowB = "JobSet/" + ns + "/train-a", "JobSet/" + ns + "/train-b"
+	waitFor(t, localcluster.ShortTimeout, "train-a running and admitted, train-b queued for quota", func(context.Context) (bool, string, error) {
+		rows := pageRows()
+		return rows[rowA].State == "running/Admitted" && rows[rowB].State == "queued/Pending" &&
+			strings.HasPrefix(rows[rowB].Reason, "waiting for quota in ClusterQueue "+sandboxapp.KueueClusterQueue+": needs 32 nvidia.com/gpu"), fmt.Sprint(rows), nil
+	})
+
 	if err := sb.dyn.Resource(jobsetsGVR).Namespace(ns).Delete(ctx, "train-a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, localcluster.ShortTimeout, "train-b admitted and bound whole", func(context.Context) (bool, string, error) {
 		b, n := bound("train-b")
 		return b == 4 && n == 4, fmt.Sprintf("%d of %d pods bound", b, n), nil
+	})
+	waitFor(t, localcluster.ShortTimeout, "train-b running and admitted on the page, without a reload", func(context.Context) (bool, string, error) {
+		rows := pageRows()
+		return rows[rowB].State == "running/Admitted", fmt.Sprint(rows), nil
 	})
 	var stdout, stderr bytes.Buffer
 	env := cli.NewEnv(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &stdout, ErrOut: &stderr})
