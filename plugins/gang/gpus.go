@@ -15,23 +15,28 @@ import (
 // from the scheduler's node and pod informers: the figures a dashboard
 // graphs next to the gang metrics, counted where the objects already are
 // rather than by another watcher. Each object's last contribution is kept,
-// so that an update or delete takes back exactly what it added.
+// so that an update or delete takes back exactly what it added. A pod
+// counts only while its node exists: pods left bound to a deleted node
+// (until the pod garbage collector removes them) hold no allocatable GPU,
+// and allocated never exceeds allocatable for them.
 type gpuTally struct {
 	mu       sync.Mutex
 	names    []v1.ResourceName
 	nodes    map[string]int64
 	pods     map[types.UID]podGPUs
+	onNode   map[string]*[2]int64 // node → GPUs its pods hold, known node or not
 	capacity int64
-	held     [2]int64 // index 1: gang members
+	held     [2]int64 // on known nodes; index 1: gang members
 }
 
 type podGPUs struct {
+	node   string
 	gpus   int64
 	inGang bool
 }
 
 func newGPUTally(names []v1.ResourceName) *gpuTally {
-	return &gpuTally{names: names, nodes: map[string]int64{}, pods: map[types.UID]podGPUs{}}
+	return &gpuTally{names: names, nodes: map[string]int64{}, pods: map[types.UID]podGPUs{}, onNode: map[string]*[2]int64{}}
 }
 
 // handlers registers the tally on the two informers.
@@ -70,14 +75,14 @@ func (t *gpuTally) pod(obj any) {
 	}
 	var now podGPUs
 	if pod.Spec.NodeName != "" && pod.Status.Phase != v1.PodSucceeded && pod.Status.Phase != v1.PodFailed {
-		now = podGPUs{gpus: t.gpus(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})), inGang: isGangMember(pod)}
+		now = podGPUs{node: pod.Spec.NodeName, gpus: t.gpus(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})), inGang: isGangMember(pod)}
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.unholdLocked(pod.UID)
 	if now.gpus > 0 {
 		t.pods[pod.UID] = now
-		t.held[b2i(now.inGang)] += now.gpus
+		t.addLocked(now, 1)
 	}
 	t.publishLocked()
 }
@@ -98,8 +103,24 @@ func (t *gpuTally) podGone(obj any) {
 
 func (t *gpuTally) unholdLocked(uid types.UID) {
 	if was, ok := t.pods[uid]; ok {
-		t.held[b2i(was.inGang)] -= was.gpus
+		t.addLocked(was, -1)
 		delete(t.pods, uid)
+	}
+}
+
+// addLocked adds (sign 1) or takes back (-1) what p holds on its node.
+func (t *gpuTally) addLocked(p podGPUs, sign int64) {
+	on := t.onNode[p.node]
+	if on == nil {
+		on = &[2]int64{}
+		t.onNode[p.node] = on
+	}
+	on[b2i(p.inGang)] += sign * p.gpus
+	if _, known := t.nodes[p.node]; known {
+		t.held[b2i(p.inGang)] += sign * p.gpus
+	}
+	if *on == [2]int64{} {
+		delete(t.onNode, p.node)
 	}
 }
 
@@ -110,10 +131,14 @@ func (t *gpuTally) node(obj any) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.capacity -= t.nodes[node.Name]
+	was, known := t.nodes[node.Name]
 	n := t.gpus(node.Status.Allocatable)
 	t.nodes[node.Name] = n
-	t.capacity += n
+	t.capacity += n - was
+	if on := t.onNode[node.Name]; on != nil && !known {
+		t.held[0] += on[0]
+		t.held[1] += on[1]
+	}
 	t.publishLocked()
 }
 
@@ -127,8 +152,15 @@ func (t *gpuTally) nodeGone(obj any) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if _, known := t.nodes[node.Name]; !known {
+		return
+	}
 	t.capacity -= t.nodes[node.Name]
 	delete(t.nodes, node.Name)
+	if on := t.onNode[node.Name]; on != nil {
+		t.held[0] -= on[0]
+		t.held[1] -= on[1]
+	}
 	t.publishLocked()
 }
 

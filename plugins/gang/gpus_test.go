@@ -51,8 +51,14 @@ func TestGPUTally(t *testing.T) {
 		{"tombstone", func() {
 			tl.podGone(cache.DeletedFinalStateUnknown{Key: "x", Obj: pod("x", "b", 2, "", v1.PodRunning)})
 		}, want{12, 0, 0}},
-		{"node gone", func() { tl.nodeGone(node("a", 8)) }, want{4, 0, 0}},
-		{"unknown object", func() { tl.pod("not a pod"); tl.node(42) }, want{4, 0, 0}},
+		{"member bound again", func() { tl.pod(pod("m2", "a", 4, "g", v1.PodRunning)) }, want{12, 0, 4}},
+		{"node gone: its pods hold nothing", func() { tl.nodeGone(node("a", 8)) }, want{4, 0, 0}},
+		{"node gone twice", func() { tl.nodeGone(node("a", 8)) }, want{4, 0, 0}},
+		{"a pod on a node not known", func() { tl.pod(pod("m3", "c", 2, "g", v1.PodRunning)) }, want{4, 0, 0}},
+		{"the node appears", func() { tl.node(node("c", 8)) }, want{12, 0, 2}},
+		{"the pod on the gone node deleted", func() { tl.podGone(pod("m2", "a", 4, "g", v1.PodRunning)) }, want{12, 0, 2}},
+		{"node a back, empty", func() { tl.node(node("a", 8)) }, want{20, 0, 2}},
+		{"unknown object", func() { tl.pod("not a pod"); tl.node(42) }, want{20, 0, 2}},
 	}
 	for _, s := range steps {
 		s.do()
