@@ -24,7 +24,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
@@ -134,27 +133,37 @@ func podRole(ctx context.Context, defs *definitions) func(*corev1.Pod, string) s
 	}
 }
 
+// errNotServed: the cluster does not serve the kind.
+var errNotServed = errors.New("not served")
+
+// readable says whether the cluster serves gk as gvr and the user may
+// list it: a watch that cannot list would hold the page's first snapshot,
+// and the page, forever, so each optional watch is listed once first.
+func readable(ctx context.Context, c *Cluster, dyn dynamic.Interface, gk schema.GroupKind, gvr schema.GroupVersionResource) error {
+	if _, err := c.Mapper.RESTMapping(gk, gvr.Version); err != nil {
+		return errNotServed
+	}
+	if _, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		return fmt.Errorf("cannot list %s (%v)", gvr.GroupResource(), err)
+	}
+	return nil
+}
+
 // kueueSource watches Kueue's Workloads (and LocalQueues, to name the
 // ClusterQueue of a workload not yet admitted) when the cluster serves
-// and lets the user list them; nil otherwise, and the page shows no
-// queue. A watch that cannot list would hold the page's first snapshot
-// forever, so each is listed once first.
-func (o *DashboardOptions) kueueSource(ctx context.Context, c *Cluster, cfg *rest.Config) (*dashboard.QueueSource, error) {
-	if _, err := c.Mapper.RESTMapping(kueueWorkloadGK, kueueVersion); err != nil {
-		return nil, nil
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := dyn.Resource(kueueWorkloadGVR).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
-		o.env.warnf("cannot list Kueue Workloads (%v): the page shows no queue", err)
-		return nil, nil
+// them and lets the user list them; nil otherwise, and the page shows no
+// queue.
+func (o *DashboardOptions) kueueSource(ctx context.Context, c *Cluster, dyn dynamic.Interface) *dashboard.QueueSource {
+	if err := readable(ctx, c, dyn, kueueWorkloadGK, kueueWorkloadGVR); err != nil {
+		if !errors.Is(err, errNotServed) {
+			o.env.warnf("%v: the page shows no queue", err)
+		}
+		return nil
 	}
 	f := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
 	src := &dashboard.QueueSource{Informers: []cache.SharedIndexInformer{f.ForResource(kueueWorkloadGVR).Informer()}}
 	var lqs cache.Store
-	if _, err := dyn.Resource(kueueLocalQGVR).List(ctx, metav1.ListOptions{Limit: 1}); err == nil {
+	if readable(ctx, c, dyn, schema.GroupKind{Group: kueueGroup, Kind: "LocalQueue"}, kueueLocalQGVR) == nil {
 		inf := f.ForResource(kueueLocalQGVR).Informer()
 		src.Informers, lqs = append(src.Informers, inf), inf.GetStore()
 	}
@@ -162,7 +171,7 @@ func (o *DashboardOptions) kueueSource(ctx context.Context, c *Cluster, cfg *res
 	src.Entry = func(obj any) (dashboard.QueueEntry, bool) {
 		return kueueEntry(obj, lqs, gpus)
 	}
-	return src, nil
+	return src
 }
 
 // kueueEntry reads one Kueue Workload as the page's queue entry, for the
@@ -225,32 +234,25 @@ func (o *DashboardOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, nativeErr := c.Mapper.RESTMapping(nativePodGroupGK, nativePodGroupVersion)
-	if nativeErr == nil {
-		// Served but not readable (RBAC) would hold the watch's first
-		// list, and the page, forever: try one list first.
-		if _, err := kube.SchedulingV1beta1().PodGroups("").List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
-			o.env.warnf("cannot list native PodGroups (%v): native gangs show as pods outside any gang", err)
-			nativeErr = err
-		}
-	}
-	_, draErr := c.Mapper.RESTMapping(schema.GroupKind{Group: "resource.k8s.io", Kind: "ResourceSlice"}, "v1")
-	if draErr == nil {
-		// As above: the watches of slices and claims start only if both
-		// can be listed.
-		if _, err := kube.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
-			draErr = err
-		} else if _, err := kube.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
-			draErr = err
-		}
-		if draErr != nil {
-			o.env.warnf("cannot list DRA ResourceSlices and ResourceClaims (%v): GPUs handed out through DRA are not shown", draErr)
-		}
-	}
-	queue, err := o.kueueSource(ctx, c, cfg)
+	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
+	nativeErr := readable(ctx, c, dyn, nativePodGroupGK, schema.GroupVersionResource{Group: nativePodGroupGK.Group, Version: nativePodGroupVersion, Resource: "podgroups"})
+	if nativeErr != nil && !errors.Is(nativeErr, errNotServed) {
+		o.env.warnf("%v: native gangs show as pods outside any gang", nativeErr)
+	}
+	resourceV1 := func(kind, resource string) error {
+		return readable(ctx, c, dyn, schema.GroupKind{Group: "resource.k8s.io", Kind: kind}, schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: resource})
+	}
+	draErr := resourceV1("ResourceSlice", "resourceslices")
+	if draErr == nil {
+		draErr = resourceV1("ResourceClaim", "resourceclaims")
+	}
+	if draErr != nil && !errors.Is(draErr, errNotServed) {
+		o.env.warnf("%v: GPUs handed out through DRA are not shown", draErr)
+	}
+	queue := o.kueueSource(ctx, c, dyn)
 	live := dashboard.NewLive(kube, pg, dashboard.LiveOptions{Levels: o.Topology, GPUResources: o.env.gpuNames(), WithPodGroups: pgErr == nil,
 		WithNativePodGroups: nativeErr == nil, WithDRA: draErr == nil, Queue: queue, Role: podRole(ctx, defs)})
 	if pgErr != nil && nativeErr != nil {

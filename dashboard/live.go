@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -37,9 +38,10 @@ type Live struct {
 	// nil when not served.
 	slices, claims cache.SharedIndexInformer
 
-	queue *QueueSource
-	role  func(*corev1.Pod, string) string
-	roles map[types.UID]roleMemo // only rebuild touches it
+	queue   *QueueSource
+	role    func(*corev1.Pod, string) string
+	roles   *memo[string]
+	entries *memo[queueMemo]
 
 	mu      sync.Mutex
 	version int64
@@ -73,8 +75,63 @@ type LiveOptions struct {
 	Role func(pod *corev1.Pod, definition string) string
 }
 
-// roleMemo is the role last found for a pod.
-type roleMemo struct{ resourceVersion, definition, role string }
+// queueMemo is one object's queue entry, ok false when it has none.
+type queueMemo struct {
+	entry QueueEntry
+	ok    bool
+}
+
+// memo keeps what was computed from one version of each object, so that
+// a snapshot recomputes only what changed since the last; sweep drops the
+// objects the last snapshot did not ask about. Only rebuild uses it.
+type memo[V any] struct {
+	byUID map[types.UID]memoEntry[V]
+	seen  map[types.UID]bool
+}
+
+type memoEntry[V any] struct {
+	version string
+	value   V
+}
+
+func newMemo[V any]() *memo[V] {
+	return &memo[V]{byUID: map[types.UID]memoEntry[V]{}, seen: map[types.UID]bool{}}
+}
+
+// get returns the value for uid at version, computing it if the one kept
+// is for another version.
+func (m *memo[V]) get(uid types.UID, version string, compute func() V) V {
+	m.seen[uid] = true
+	if e, ok := m.byUID[uid]; ok && e.version == version {
+		return e.value
+	}
+	v := compute()
+	m.byUID[uid] = memoEntry[V]{version, v}
+	return v
+}
+
+func (m *memo[V]) sweep() {
+	for uid := range m.byUID {
+		if !m.seen[uid] {
+			delete(m.byUID, uid)
+		}
+	}
+	clear(m.seen)
+}
+
+// listAs is the objects of type T in inf's store; none for a nil inf.
+func listAs[T any](inf cache.SharedIndexInformer) []T {
+	if inf == nil {
+		return nil
+	}
+	var out []T
+	for _, o := range inf.GetStore().List() {
+		if t, ok := o.(T); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
 
 // NewLive sets up the informers; Start runs them.
 func NewLive(kube kubernetes.Interface, pg pgclientset.Interface, o LiveOptions) *Live {
@@ -82,7 +139,7 @@ func NewLive(kube kubernetes.Interface, pg pgclientset.Interface, o LiveOptions)
 		o.Debounce = 250 * time.Millisecond
 	}
 	f := informers.NewSharedInformerFactory(kube, 0)
-	l := &Live{levels: o.Levels, gpus: o.GPUResources, debounce: o.Debounce, role: o.Role, roles: map[types.UID]roleMemo{}, queue: o.Queue,
+	l := &Live{levels: o.Levels, gpus: o.GPUResources, debounce: o.Debounce, role: o.Role, roles: newMemo[string](), queue: o.Queue, entries: newMemo[queueMemo](),
 		nodes: f.Core().V1().Nodes().Informer(),
 		pods:  f.Core().V1().Pods().Informer(),
 		subs:  map[chan int64]struct{}{}, dirty: make(chan struct{}, 1)}
@@ -174,68 +231,33 @@ func (l *Live) loop(ctx context.Context) {
 
 // rebuild makes a new snapshot from the informers' caches and announces it.
 func (l *Live) rebuild() {
-	in := Inputs{Levels: l.levels, GPUResources: l.gpus, Now: time.Now()}
-	seen := map[types.UID]bool{}
+	in := Inputs{Levels: l.levels, GPUResources: l.gpus, Now: time.Now(),
+		Nodes: listAs[*corev1.Node](l.nodes), Pods: listAs[*corev1.Pod](l.pods),
+		PodGroups: listAs[*schedv1alpha1.PodGroup](l.pgs), NativePodGroups: listAs[*schedv1beta1.PodGroup](l.native),
+		ResourceSlices: listAs[*resourcev1.ResourceSlice](l.slices), ResourceClaims: listAs[*resourcev1.ResourceClaim](l.claims)}
 	if l.role != nil {
 		in.Role = func(p *corev1.Pod, def string) string {
-			seen[p.UID] = true
-			if m, ok := l.roles[p.UID]; ok && m.resourceVersion == p.ResourceVersion && m.definition == def {
-				return m.role
-			}
-			r := l.role(p, def)
-			l.roles[p.UID] = roleMemo{p.ResourceVersion, def, r}
-			return r
-		}
-	}
-	for _, o := range l.nodes.GetStore().List() {
-		if n, ok := o.(*corev1.Node); ok {
-			in.Nodes = append(in.Nodes, n)
-		}
-	}
-	for _, o := range l.pods.GetStore().List() {
-		if p, ok := o.(*corev1.Pod); ok {
-			in.Pods = append(in.Pods, p)
-		}
-	}
-	if l.pgs != nil {
-		for _, o := range l.pgs.GetStore().List() {
-			if pg, ok := o.(*schedv1alpha1.PodGroup); ok {
-				in.PodGroups = append(in.PodGroups, pg)
-			}
-		}
-	}
-	if l.native != nil {
-		for _, o := range l.native.GetStore().List() {
-			if pg, ok := o.(*schedv1beta1.PodGroup); ok {
-				in.NativePodGroups = append(in.NativePodGroups, pg)
-			}
-		}
-	}
-	if l.slices != nil {
-		for _, o := range l.slices.GetStore().List() {
-			if rs, ok := o.(*resourcev1.ResourceSlice); ok {
-				in.ResourceSlices = append(in.ResourceSlices, rs)
-			}
-		}
-		for _, o := range l.claims.GetStore().List() {
-			if c, ok := o.(*resourcev1.ResourceClaim); ok {
-				in.ResourceClaims = append(in.ResourceClaims, c)
-			}
+			return l.roles.get(p.UID, p.ResourceVersion+"/"+def, func() string { return l.role(p, def) })
 		}
 	}
 	if l.queue != nil && len(l.queue.Informers) > 0 {
-		for _, o := range l.queue.Informers[0].GetStore().List() {
-			if e, ok := l.queue.Entry(o); ok {
-				in.Queue = append(in.Queue, e)
+		// Reading a queue entry converts the workload's pod templates:
+		// once per version, not once per snapshot. What else an entry
+		// reads (a LocalQueue's ClusterQueue) does not change under a
+		// workload without Kueue updating the workload too.
+		for _, o := range listAs[metav1.Object](l.queue.Informers[0]) {
+			m := l.entries.get(o.GetUID(), o.GetResourceVersion(), func() queueMemo {
+				e, ok := l.queue.Entry(o)
+				return queueMemo{e, ok}
+			})
+			if m.ok {
+				in.Queue = append(in.Queue, m.entry)
 			}
 		}
 	}
 	s := Build(in)
-	for uid := range l.roles {
-		if !seen[uid] {
-			delete(l.roles, uid) // gone, finished or no longer on a GPU
-		}
-	}
+	l.roles.sweep()
+	l.entries.sweep()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.version++

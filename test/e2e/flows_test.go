@@ -54,7 +54,6 @@ type flow struct {
 
 // flowRun is a flow being run: the root object's name and namespace.
 type flowRun struct {
-	t        *testing.T
 	ns, name string
 	gvr      schema.GroupVersionResource
 	judge    func(*unstructured.Unstructured) string
@@ -64,46 +63,41 @@ func (f *flowRun) get(ctx context.Context) (*unstructured.Unstructured, error) {
 	return controlPlane.Dynamic.Resource(f.gvr).Namespace(f.ns).Get(ctx, f.name, metav1.GetOptions{})
 }
 
-// waitState waits until the judge calls the root object state.
-func (f *flowRun) waitState(state string) func(ctx context.Context, _ *flowRun) error {
-	return func(ctx context.Context, _ *flowRun) error {
-		return localcluster.WaitFor(ctx, localcluster.ShortTimeout, "state "+state, func(ctx context.Context) (bool, string, error) {
-			obj, err := f.get(ctx)
-			if err != nil {
-				return false, "", err
-			}
-			got := f.judge(obj)
-			return got == state, "judged " + got, nil
-		})
-	}
+// waitUntil waits until ok holds for the root object; seen says what it
+// saw, for the timeout's error.
+func (f *flowRun) waitUntil(ctx context.Context, what string, ok func(obj *unstructured.Unstructured) (bool, string)) error {
+	return localcluster.WaitFor(ctx, localcluster.ShortTimeout, what, func(ctx context.Context) (bool, string, error) {
+		obj, err := f.get(ctx)
+		if err != nil {
+			return false, "", err
+		}
+		done, seen := ok(obj)
+		return done, seen, nil
+	})
 }
 
 // patch merges p into the root object.
-func (f *flowRun) patch(p string) func(ctx context.Context, _ *flowRun) error {
-	return func(ctx context.Context, _ *flowRun) error {
-		_, err := controlPlane.Dynamic.Resource(f.gvr).Namespace(f.ns).Patch(ctx, f.name, types.MergePatchType, []byte(p), metav1.PatchOptions{})
-		return err
-	}
+func (f *flowRun) patch(ctx context.Context, p string) error {
+	_, err := controlPlane.Dynamic.Resource(f.gvr).Namespace(f.ns).Patch(ctx, f.name, types.MergePatchType, []byte(p), metav1.PatchOptions{})
+	return err
 }
 
 // finishPods waits for n Running pods matching selector and finishes them:
 // all succeed, or (fail) the first fails.
-func (f *flowRun) finishPods(selector string, n int, fail bool) func(ctx context.Context, _ *flowRun) error {
-	return func(ctx context.Context, _ *flowRun) error {
-		pods, err := controlPlane.WaitPodsRunning(ctx, f.ns, selector, n, localcluster.ShortTimeout)
-		if err != nil {
+func (f *flowRun) finishPods(ctx context.Context, selector string, n int, fail bool) error {
+	pods, err := controlPlane.WaitPodsRunning(ctx, f.ns, selector, n, localcluster.ShortTimeout)
+	if err != nil {
+		return err
+	}
+	for _, p := range pods {
+		if fail {
+			return podSim.Fail(ctx, p.Namespace, p.Name, "Error")
+		}
+		if err := podSim.Succeed(ctx, p.Namespace, p.Name); err != nil {
 			return err
 		}
-		for _, p := range pods {
-			if fail {
-				return podSim.Fail(ctx, p.Namespace, p.Name, "Error")
-			}
-			if err := podSim.Succeed(ctx, p.Namespace, p.Name); err != nil {
-				return err
-			}
-		}
-		return nil
 	}
+	return nil
 }
 
 // snapshot is one recorded state of the root object.
@@ -181,7 +175,7 @@ func TestRecordedFlows(t *testing.T) {
 		t.Run(strings.ReplaceAll(fl.name, "/", "-"), func(t *testing.T) {
 			ctx := t.Context()
 			name := strings.ReplaceAll(fl.name, "/", "-")
-			f := &flowRun{t: t, ns: ns, name: name, gvr: fl.gvr, judge: fl.judge}
+			f := &flowRun{ns: ns, name: name, gvr: fl.gvr, judge: fl.judge}
 			stop := recordRoot(t, ctx, fl.gvr, ns, name, fl.judge)
 			applyYAML(t, ns, strings.ReplaceAll(fl.yaml(ns, sched), "NAME", name))
 			for _, s := range fl.steps {
@@ -472,35 +466,33 @@ spec:
 	}
 	var flows []flow
 	add := func(fl flow) { flows = append(flows, fl) }
-	step := func(what string, do func(f *flowRun) func(context.Context, *flowRun) error) flowStep {
-		return flowStep{what: what, do: func(ctx context.Context, f *flowRun) error { return do(f)(ctx, f) }}
-	}
 	waitFor := func(state string) flowStep {
-		return step("until "+state, func(f *flowRun) func(context.Context, *flowRun) error { return f.waitState(state) })
+		return flowStep{what: "until " + state, do: func(ctx context.Context, f *flowRun) error {
+			return f.waitUntil(ctx, "state "+state, func(obj *unstructured.Unstructured) (bool, string) {
+				got := f.judge(obj)
+				return got == state, "judged " + got
+			})
+		}}
 	}
 	waitReplicas := func(n int64) flowStep {
 		return flowStep{what: fmt.Sprintf("until %d groups ready", n), do: func(ctx context.Context, f *flowRun) error {
-			return localcluster.WaitFor(ctx, localcluster.ShortTimeout, fmt.Sprintf("%d ready and Running", n), func(ctx context.Context) (bool, string, error) {
-				obj, err := f.get(ctx)
-				if err != nil {
-					return false, "", err
-				}
-				ready := nestedInt(obj.Object, "status", "readyReplicas")
-				return ready == n && f.judge(obj) == "Running", fmt.Sprintf("%d ready, judged %s", ready, f.judge(obj)), nil
+			return f.waitUntil(ctx, fmt.Sprintf("%d ready and Running", n), func(obj *unstructured.Unstructured) (bool, string) {
+				ready, got := nestedInt(obj.Object, "status", "readyReplicas"), f.judge(obj)
+				return ready == n && got == "Running", fmt.Sprintf("%d ready, judged %s", ready, got)
 			})
 		}}
 	}
 	patch := func(what, p string) flowStep {
-		return step(what, func(f *flowRun) func(context.Context, *flowRun) error { return f.patch(p) })
+		return flowStep{what: what, do: func(ctx context.Context, f *flowRun) error { return f.patch(ctx, p) }}
 	}
 	finish := func(selector func(name string) string, n int, fail bool) flowStep {
 		what := "succeed the pods"
 		if fail {
 			what = "fail a pod"
 		}
-		return step(what, func(f *flowRun) func(context.Context, *flowRun) error {
-			return f.finishPods(selector(f.name), n, fail)
-		})
+		return flowStep{what: what, do: func(ctx context.Context, f *flowRun) error {
+			return f.finishPods(ctx, selector(f.name), n, fail)
+		}}
 	}
 	byLabel := func(key string) func(string) string { return func(name string) string { return key + "=" + name } }
 
