@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/yaml"
 
 	"github.com/muster-io/muster/catalog"
@@ -110,7 +112,21 @@ type snapshot struct {
 // distinct state (by resourceVersion) until stop is called.
 func recordRoot(t *testing.T, ctx context.Context, gvr schema.GroupVersionResource, ns, name string, judge func(*unstructured.Unstructured) string) (stop func() []snapshot) {
 	t.Helper()
-	w, err := controlPlane.Dynamic.Resource(gvr).Namespace(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	// A retry watcher resumes where a closed watch stopped, so that no
+	// state is missed on a busy machine; it starts at the list's version,
+	// before the object exists.
+	ri := controlPlane.Dynamic.Resource(gvr).Namespace(ns)
+	sel := metav1.ListOptions{FieldSelector: "metadata.name=" + name}
+	list, err := ri.List(ctx, sel)
+	if err != nil {
+		t.Fatalf("list %s: %v", gvr.Resource, err)
+	}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.GetResourceVersion(), &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel.FieldSelector
+			return ri.Watch(ctx, o)
+		},
+	})
 	if err != nil {
 		t.Fatalf("watch %s: %v", gvr.Resource, err)
 	}
@@ -136,7 +152,9 @@ func recordRoot(t *testing.T, ctx context.Context, gvr schema.GroupVersionResour
 	}()
 	return func() []snapshot {
 		// The last state may still be on its way: wait until the watch has
-		// delivered the object's current resourceVersion.
+		// delivered the object's current resourceVersion (or gone past it:
+		// a controller may write again meanwhile, and a watch delivers
+		// versions in order).
 		cur, err := controlPlane.Dynamic.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Errorf("get %s/%s: %v", gvr.Resource, name, err)
@@ -144,7 +162,7 @@ func recordRoot(t *testing.T, ctx context.Context, gvr schema.GroupVersionResour
 			err := localcluster.WaitFor(ctx, localcluster.ShortTimeout, "the watch at the current state", func(context.Context) (bool, string, error) {
 				mu.Lock()
 				defer mu.Unlock()
-				return len(out) > 0 && out[len(out)-1].obj.GetResourceVersion() == cur.GetResourceVersion(), fmt.Sprintf("%d states", len(out)), nil
+				return slices.ContainsFunc(out, func(s snapshot) bool { return s.obj.GetResourceVersion() == cur.GetResourceVersion() }), fmt.Sprintf("%d states", len(out)), nil
 			})
 			if err != nil {
 				t.Error(err)
